@@ -1,0 +1,301 @@
+"""The one settings object. Every value is read when accessed, so ``override_settings`` works.
+
+Precedence for each value: the ``PQJOBS`` dict in Django settings, then the matching
+``WORKER_*`` environment variable (where one exists), then the documented default.
+Command-line flags of ``run_jobs`` override all of these.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+
+from .durations import to_seconds
+from .policies import BackoffPolicy, DelaySequence, make_backoff, make_delays
+
+DAY = 86400
+
+DEFAULTS: dict[str, Any] = {
+    "DATABASE": "default",
+    "LISTEN_DATABASE": None,
+    "QUEUES": None,
+    "CONCURRENCY": 1,
+    "ENABLED": True,
+    "MAX_ATTEMPTS": 5,
+    "DEFAULT_TIMEOUT": None,
+    "DEFAULT_PRIORITY": 0,
+    "DEFAULT_QUEUE": "default",
+    "DEDUPE": "skip",
+    "BACKOFF": "default",
+    "POLL_INTERVALS": [1, 2, 5, 10],
+    "LOOP_ERROR_DELAYS": [0.5, 1, 2, 5, 10],
+    "LISTEN_NOTIFY": True,
+    "HEARTBEAT_INTERVAL": 10,
+    "STALE_TIMEOUT": 1200,
+    "REAP_INTERVAL": 60,
+    "SHUTDOWN_TIMEOUT": 30,
+    "TIMEOUT_GRACE": 5,
+    "PRUNE_INTERVAL": 3600,
+    "RETENTION": {"done": 7 * DAY, "failed": 30 * DAY, "cancelled": 7 * DAY},
+    "PAYLOAD_MAX_BYTES": 256 * 1024,
+}
+
+ENVIRONMENT = {
+    "ENABLED": "WORKER_ENABLED",
+    "CONCURRENCY": "WORKER_CONCURRENCY",
+    "REAP_INTERVAL": "WORKER_REAP_INTERVAL",
+    "STALE_TIMEOUT": "WORKER_STALE_TIMEOUT",
+}
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _env_value(key: str, raw: str) -> Any:
+    text = raw.strip().lower()
+    if key == "ENABLED":
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        return raw
+    try:
+        number = float(text)
+    except ValueError:
+        return raw
+    return int(number) if number.is_integer() else number
+
+
+class Settings:
+    """Typed access to the ``PQJOBS`` settings dict. Use the module-level ``conf``."""
+
+    def raw(self, key: str) -> Any:
+        """The configured value of ``key`` before validation (setting, env var, default)."""
+        user = getattr(settings, "PQJOBS", None) or {}
+        if key in user:
+            return user[key]
+        env_name = ENVIRONMENT.get(key)
+        if env_name and env_name in os.environ:
+            return _env_value(key, os.environ[env_name])
+        return DEFAULTS[key]
+
+    def source(self, key: str) -> str:
+        """Where ``key`` came from, for error messages: ``PQJOBS['X']`` or the env var."""
+        user = getattr(settings, "PQJOBS", None) or {}
+        env_name = ENVIRONMENT.get(key)
+        if key not in user and env_name and env_name in os.environ:
+            return f"environment variable {env_name}"
+        return f"PQJOBS[{key!r}]"
+
+    def _get(self, key: str) -> Any:
+        validator = VALIDATORS[key]
+        return validator(self.raw(key), self.source(key))
+
+    @property
+    def DATABASE(self) -> str:  # noqa: N802 - mirrors the setting's name
+        return str(self._get("DATABASE"))
+
+    @property
+    def LISTEN_DATABASE(self) -> str:  # noqa: N802
+        value = self._get("LISTEN_DATABASE")
+        return self.DATABASE if value is None else str(value)
+
+    @property
+    def QUEUES(self) -> list[str] | None:  # noqa: N802
+        return self._get("QUEUES")  # type: ignore[no-any-return]
+
+    @property
+    def CONCURRENCY(self) -> int:  # noqa: N802
+        return int(self._get("CONCURRENCY"))
+
+    @property
+    def ENABLED(self) -> bool:  # noqa: N802
+        return bool(self._get("ENABLED"))
+
+    @property
+    def MAX_ATTEMPTS(self) -> int:  # noqa: N802
+        return int(self._get("MAX_ATTEMPTS"))
+
+    @property
+    def DEFAULT_TIMEOUT(self) -> float | None:  # noqa: N802
+        return self._get("DEFAULT_TIMEOUT")  # type: ignore[no-any-return]
+
+    @property
+    def DEFAULT_PRIORITY(self) -> int:  # noqa: N802
+        return int(self._get("DEFAULT_PRIORITY"))
+
+    @property
+    def DEFAULT_QUEUE(self) -> str:  # noqa: N802
+        return str(self._get("DEFAULT_QUEUE"))
+
+    @property
+    def DEDUPE(self) -> str:  # noqa: N802
+        return str(self._get("DEDUPE"))
+
+    @property
+    def BACKOFF(self) -> BackoffPolicy:  # noqa: N802
+        return self._get("BACKOFF")  # type: ignore[no-any-return]
+
+    @property
+    def POLL_INTERVALS(self) -> DelaySequence:  # noqa: N802
+        return self._get("POLL_INTERVALS")  # type: ignore[no-any-return]
+
+    @property
+    def LOOP_ERROR_DELAYS(self) -> DelaySequence:  # noqa: N802
+        return self._get("LOOP_ERROR_DELAYS")  # type: ignore[no-any-return]
+
+    @property
+    def LISTEN_NOTIFY(self) -> bool:  # noqa: N802
+        return bool(self._get("LISTEN_NOTIFY"))
+
+    @property
+    def HEARTBEAT_INTERVAL(self) -> float:  # noqa: N802
+        return float(self._get("HEARTBEAT_INTERVAL"))
+
+    @property
+    def STALE_TIMEOUT(self) -> float:  # noqa: N802
+        return float(self._get("STALE_TIMEOUT"))
+
+    @property
+    def REAP_INTERVAL(self) -> float:  # noqa: N802
+        return float(self._get("REAP_INTERVAL"))
+
+    @property
+    def SHUTDOWN_TIMEOUT(self) -> float:  # noqa: N802
+        return float(self._get("SHUTDOWN_TIMEOUT"))
+
+    @property
+    def TIMEOUT_GRACE(self) -> float:  # noqa: N802
+        return float(self._get("TIMEOUT_GRACE"))
+
+    @property
+    def PRUNE_INTERVAL(self) -> float | None:  # noqa: N802
+        return self._get("PRUNE_INTERVAL")  # type: ignore[no-any-return]
+
+    @property
+    def RETENTION(self) -> dict[str, float | None]:  # noqa: N802
+        return self._get("RETENTION")  # type: ignore[no-any-return]
+
+    @property
+    def PAYLOAD_MAX_BYTES(self) -> int:  # noqa: N802
+        return int(self._get("PAYLOAD_MAX_BYTES"))
+
+
+# --- validators: (raw value, source name) -> normalised value, or ValueError ---------------
+
+
+def _positive_int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{where} must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def _int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{where} must be a whole number, got {value!r}")
+    return value
+
+
+def _seconds(value: Any, where: str) -> float:
+    return to_seconds(value, where, allow_zero=False)
+
+
+def _optional_seconds(value: Any, where: str) -> float | None:
+    return None if value is None else _seconds(value, where)
+
+
+def _name(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{where} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _optional_name(value: Any, where: str) -> str | None:
+    return None if value is None else _name(value, where)
+
+
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{where} must be True or False, got {value!r}")
+    return value
+
+
+def _queues(value: Any, where: str) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
+        raise ValueError(f"{where} must be None (every queue) or a non-empty list of names")
+    return [_name(q, f"{where} item") for q in value]
+
+
+def _dedupe(value: Any, where: str) -> str:
+    if value not in ("skip", "replace", "error"):
+        raise ValueError(f"{where} must be 'skip', 'replace' or 'error', got {value!r}")
+    return str(value)
+
+
+def _retention(value: Any, where: str) -> dict[str, float | None]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} must be a dict with keys 'done', 'failed', 'cancelled'")
+    unknown = set(value) - {"done", "failed", "cancelled"}
+    if unknown:
+        raise ValueError(f"{where} has unknown keys {sorted(unknown)}; use done/failed/cancelled")
+    merged = {**DEFAULTS["RETENTION"], **value}
+    return {k: _optional_seconds(v, f"{where}[{k!r}]") for k, v in merged.items()}
+
+
+VALIDATORS: dict[str, Callable[[Any, str], Any]] = {
+    "DATABASE": _name,
+    "LISTEN_DATABASE": _optional_name,
+    "QUEUES": _queues,
+    "CONCURRENCY": _positive_int,
+    "ENABLED": _bool,
+    "MAX_ATTEMPTS": _positive_int,
+    "DEFAULT_TIMEOUT": _optional_seconds,
+    "DEFAULT_PRIORITY": _int,
+    "DEFAULT_QUEUE": _name,
+    "DEDUPE": _dedupe,
+    "BACKOFF": lambda v, where: make_backoff(v, where),
+    "POLL_INTERVALS": lambda v, where: make_delays(v, where),
+    "LOOP_ERROR_DELAYS": lambda v, where: make_delays(v, where),
+    "LISTEN_NOTIFY": _bool,
+    "HEARTBEAT_INTERVAL": _seconds,
+    "STALE_TIMEOUT": _seconds,
+    "REAP_INTERVAL": _seconds,
+    "SHUTDOWN_TIMEOUT": lambda v, where: to_seconds(v, where),
+    "TIMEOUT_GRACE": _seconds,
+    "PRUNE_INTERVAL": _optional_seconds,
+    "RETENTION": _retention,
+    "PAYLOAD_MAX_BYTES": _positive_int,
+}
+
+# Stable system-check ids, one per setting (documented in docs/reference/settings.md).
+CHECK_IDS: dict[str, str] = {
+    "DATABASE": "pqjobs.E010",
+    "LISTEN_DATABASE": "pqjobs.E011",
+    "QUEUES": "pqjobs.E012",
+    "CONCURRENCY": "pqjobs.E013",
+    "ENABLED": "pqjobs.E014",
+    "MAX_ATTEMPTS": "pqjobs.E015",
+    "DEFAULT_TIMEOUT": "pqjobs.E016",
+    "DEFAULT_PRIORITY": "pqjobs.E017",
+    "DEFAULT_QUEUE": "pqjobs.E018",
+    "DEDUPE": "pqjobs.E019",
+    "BACKOFF": "pqjobs.E020",
+    "POLL_INTERVALS": "pqjobs.E021",
+    "LOOP_ERROR_DELAYS": "pqjobs.E022",
+    "LISTEN_NOTIFY": "pqjobs.E023",
+    "HEARTBEAT_INTERVAL": "pqjobs.E024",
+    "STALE_TIMEOUT": "pqjobs.E025",
+    "REAP_INTERVAL": "pqjobs.E026",
+    "SHUTDOWN_TIMEOUT": "pqjobs.E027",
+    "TIMEOUT_GRACE": "pqjobs.E028",
+    "PRUNE_INTERVAL": "pqjobs.E029",
+    "RETENTION": "pqjobs.E030",
+    "PAYLOAD_MAX_BYTES": "pqjobs.E031",
+}
+
+conf = Settings()

@@ -1,0 +1,38 @@
+"""``manage.py reap_stale``: rescue running jobs whose worker stopped heartbeating."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from ...conf import conf
+from ._arguments import duration
+
+
+class Command(BaseCommand):
+    help = (
+        "Give running jobs whose worker stopped heartbeating back to ready (or failed when "
+        "their attempts are used up). Workers do this on their own every REAP_INTERVAL."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--older-than", type=duration, default=None,
+                            help="heartbeat age that counts as stale, e.g. 20m "
+                                 "(default: PQJOBS['STALE_TIMEOUT'] / WORKER_STALE_TIMEOUT)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from ...worker.maintenance import reap_stale
+
+        stale = options["older_than"]
+        if stale is None:
+            stale = conf.STALE_TIMEOUT
+        rescued = reap_stale(conf.DATABASE, stale)
+        if rescued is None:
+            self.stdout.write("another worker is rescuing stale jobs right now; nothing done")
+            return
+        for job in rescued:
+            self.stdout.write(f"job {job.job_id} {job.job_type} attempt {job.attempt} "
+                              f"(worker {job.worker_id}) -> {job.status}")
+        self.stdout.write(f"rescued {len(rescued)} stale job(s) (no heartbeat for "
+                          f"{stale:g} s)")

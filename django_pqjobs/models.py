@@ -1,0 +1,180 @@
+"""Tables: Job (one row per job), JobAttempt (failure history), WorkerRecord (live workers).
+
+Status changes are not made here: they live in ``worker/queries.py`` (the state machine),
+so that every transition can be read in one place.
+"""
+
+from __future__ import annotations
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import models
+from django.db.models import F, Q
+from django.db.models.functions import Now
+
+
+class JobStatus(models.TextChoices):
+    READY = "ready", "Ready"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+ACTIVE_STATUSES = (JobStatus.READY, JobStatus.RUNNING)
+FINISHED_STATUSES = (JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class JobQuerySet(models.QuerySet["Job"]):
+    def ready(self) -> JobQuerySet:
+        return self.filter(status=JobStatus.READY)
+
+    def due(self) -> JobQuerySet:
+        return self.ready().filter(run_after__lte=Now())
+
+    def running(self) -> JobQuerySet:
+        return self.filter(status=JobStatus.RUNNING)
+
+    def active(self) -> JobQuerySet:
+        return self.filter(status__in=ACTIVE_STATUSES)
+
+    def done(self) -> JobQuerySet:
+        return self.filter(status=JobStatus.DONE)
+
+    def failed(self) -> JobQuerySet:
+        return self.filter(status=JobStatus.FAILED)
+
+    def cancelled(self) -> JobQuerySet:
+        return self.filter(status=JobStatus.CANCELLED)
+
+    def finished(self) -> JobQuerySet:
+        return self.filter(status__in=FINISHED_STATUSES)
+
+
+class Job(models.Model):
+    """One job. History stays in the table until pruned (see ``PQJOBS['RETENTION']``)."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_type = models.CharField(max_length=200)
+    queue = models.CharField(max_length=100, default="default", db_default="default")
+    payload = models.JSONField(encoder=DjangoJSONEncoder, default=dict)
+    status = models.CharField(
+        max_length=16, choices=JobStatus.choices, default=JobStatus.READY, db_default="ready"
+    )
+    priority = models.IntegerField(default=0, db_default=0, help_text="Higher runs first.")
+    attempts = models.IntegerField(default=0, db_default=0)
+    max_attempts = models.IntegerField(default=5, db_default=5)
+    run_after = models.DateTimeField(db_default=Now())
+    timeout_seconds = models.FloatField(null=True, blank=True)
+    locked_at = models.DateTimeField(null=True, blank=True)
+    locked_by = models.CharField(max_length=200, null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    dedupe_key = models.CharField(max_length=255, null=True, blank=True)
+    last_error = models.TextField(blank=True, default="", db_default="")
+    error_type = models.CharField(max_length=200, blank=True, default="", db_default="")
+    result = models.JSONField(encoder=DjangoJSONEncoder, null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.BigIntegerField(null=True, blank=True)
+    progress = models.JSONField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="children",
+        help_text="The job whose handler enqueued this one.",
+    )
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        db_table = "pqjobs_job"
+        ordering = ["-id"]
+        indexes = [
+            # Serves the claim query's WHERE and ORDER BY exactly: claiming reads only ready
+            # rows, however many finished rows the table holds.
+            models.Index(
+                F("priority").desc(),
+                "run_after",
+                "id",
+                condition=Q(status="ready"),
+                name="pqjobs_job_claim",
+            ),
+            models.Index(
+                "heartbeat_at", condition=Q(status="running"), name="pqjobs_job_running"
+            ),
+            models.Index(
+                "finished_at",
+                condition=Q(status__in=["done", "failed", "cancelled"]),
+                name="pqjobs_job_finished",
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job_type", "dedupe_key"],
+                condition=Q(status__in=["ready", "running"]) & Q(dedupe_key__isnull=False),
+                name="pqjobs_job_active_dedupe",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["ready", "running", "done", "failed", "cancelled"]),
+                name="pqjobs_job_status_valid",
+            ),
+            models.CheckConstraint(condition=Q(max_attempts__gte=1), name="pqjobs_job_max_attempts"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_type} #{self.id} ({self.status})"
+
+
+class AttemptOutcome(models.TextChoices):
+    ERROR = "error", "Error (retryable)"
+    PERMANENT = "permanent", "Permanent error"
+    TIMEOUT = "timeout", "Timed out"
+    UNKNOWN_TYPE = "unknown_type", "No handler registered"
+    LOST = "lost", "Worker lost (rescued)"
+    RELEASED = "released", "Released at shutdown"
+    CANCELLED = "cancelled", "Cancelled while running"
+
+
+class JobAttempt(models.Model):
+    """One attempt of a job that did not succeed. Every failure is kept, not only the last."""
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="failed_attempts")
+    attempt = models.IntegerField()
+    worker_id = models.CharField(max_length=200, blank=True, default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(db_default=Now())
+    outcome = models.CharField(max_length=16, choices=AttemptOutcome.choices)
+    error_type = models.CharField(max_length=200, blank=True, default="")
+    traceback = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "pqjobs_attempt"
+        ordering = ["job_id", "attempt", "id"]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} attempt {self.attempt}: {self.outcome}"
+
+
+class WorkerRecord(models.Model):
+    """A running ``run_jobs`` (or embedded) worker; its heartbeat shows it is alive."""
+
+    worker_id = models.CharField(max_length=200, primary_key=True)
+    hostname = models.CharField(max_length=255, blank=True, default="")
+    pid = models.IntegerField(null=True, blank=True)
+    queues = models.JSONField(null=True, blank=True, help_text="null means every queue")
+    concurrency = models.IntegerField(default=1)
+    started_at = models.DateTimeField(db_default=Now())
+    heartbeat_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "pqjobs_worker"
+        ordering = ["worker_id"]
+
+    def __str__(self) -> str:
+        return self.worker_id

@@ -1,0 +1,175 @@
+"""Job types: the ``@job`` decorator, their per-type options, and the registry."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .durations import Duration, to_seconds
+from .errors import InvalidJobOption, JobTypeAlreadyRegistered
+from .policies import BackoffPolicy, make_backoff
+
+if TYPE_CHECKING:
+    from .context import JobContext
+
+Handler = Callable[["JobContext"], Any]
+F = TypeVar("F", bound=Handler)
+
+DEDUPE_STRATEGIES = ("skip", "replace", "error")
+NAME_MAX_LENGTH = 200
+
+
+@dataclass(frozen=True)
+class JobType:
+    """A registered handler and the options its jobs get unless ``enqueue_job`` overrides them.
+
+    ``None`` for an option means "use the global ``PQJOBS`` default at enqueue/run time".
+    """
+
+    name: str
+    handler: Handler
+    queue: str | None = None
+    priority: int | None = None
+    max_attempts: int | None = None
+    timeout: float | None = None
+    backoff: BackoffPolicy | None = None
+    dedupe: str | None = None
+    atomic: bool = False
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.handler)
+
+    @property
+    def dotted_path(self) -> str:
+        return f"{self.handler.__module__}.{self.handler.__qualname__}"
+
+
+def validate_name(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidJobOption(f"{what} must be a non-empty string, got {value!r}")
+    if len(value) > NAME_MAX_LENGTH:
+        raise InvalidJobOption(f"{what} is longer than {NAME_MAX_LENGTH} characters: {value!r}")
+    return value
+
+
+def validate_priority(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
+        raise InvalidJobOption(f"{what} must be a whole number (32-bit), got {value!r}")
+    return value
+
+
+def validate_max_attempts(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**31:
+        raise InvalidJobOption(f"{what} must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def validate_timeout(value: object, what: str) -> float:
+    try:
+        return to_seconds(value, what, allow_zero=False)
+    except ValueError as exc:
+        raise InvalidJobOption(str(exc)) from None
+
+
+def validate_dedupe(value: object, what: str) -> str:
+    if value not in DEDUPE_STRATEGIES:
+        raise InvalidJobOption(f"{what} must be one of {DEDUPE_STRATEGIES}, got {value!r}")
+    return str(value)
+
+
+class Registry:
+    """Maps job type names to :class:`JobType`. Thread-safe for registration."""
+
+    def __init__(self) -> None:
+        self._types: dict[str, JobType] = {}
+        self._lock = threading.Lock()
+
+    def register(self, job_type: JobType) -> None:
+        with self._lock:
+            existing = self._types.get(job_type.name)
+            if existing is not None and existing.dotted_path != job_type.dotted_path:
+                raise JobTypeAlreadyRegistered(
+                    f"job type {job_type.name!r} is registered twice: by "
+                    f"{existing.dotted_path} and by {job_type.dotted_path}"
+                )
+            self._types[job_type.name] = job_type
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._types.pop(name, None)
+
+    def get(self, name: str) -> JobType | None:
+        return self._types.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._types
+
+    def names(self) -> list[str]:
+        return sorted(self._types)
+
+    def all(self) -> list[JobType]:
+        return [self._types[n] for n in self.names()]
+
+
+registry = Registry()
+
+
+def job(
+    name: str | None = None,
+    *,
+    queue: str | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+    timeout: Duration | None = None,
+    backoff: Any = None,
+    dedupe: str | None = None,
+    atomic: bool = False,
+) -> Callable[[F], F]:
+    """Register the decorated function as the handler of job type ``name``.
+
+    The handler takes a :class:`~django_pqjobs.JobContext` and may be ``def`` or
+    ``async def``; what it returns (any JSON value) is stored as the job's result.
+
+    Options set here are the defaults for jobs of this type; ``enqueue_job`` arguments
+    override them. ``name`` defaults to the function's dotted path. ``atomic=True`` runs the
+    handler and the job's completion in one database transaction.
+
+    Raises :class:`~django_pqjobs.errors.InvalidJobOption` for a bad option and
+    :class:`~django_pqjobs.errors.JobTypeAlreadyRegistered` when another function already
+    owns ``name``.
+    """
+    if callable(name):
+        raise InvalidJobOption("use @job('name', ...) or @job() - not bare @job")
+    if name is not None:
+        validate_name(name, "@job name")
+    options: dict[str, Any] = {"atomic": bool(atomic)}
+    where = f"@job({name!r})" if name else "@job()"
+    if queue is not None:
+        options["queue"] = validate_name(queue, f"{where} queue")
+    if priority is not None:
+        options["priority"] = validate_priority(priority, f"{where} priority")
+    if max_attempts is not None:
+        options["max_attempts"] = validate_max_attempts(max_attempts, f"{where} max_attempts")
+    if timeout is not None:
+        options["timeout"] = validate_timeout(timeout, f"{where} timeout")
+    if backoff is not None:
+        try:
+            options["backoff"] = make_backoff(backoff, f"{where} backoff")
+        except ValueError as exc:
+            raise InvalidJobOption(str(exc)) from None
+    if dedupe is not None:
+        options["dedupe"] = validate_dedupe(dedupe, f"{where} dedupe")
+
+    def decorator(func: F) -> F:
+        if not callable(func):
+            raise InvalidJobOption(f"{where} must decorate a function, got {func!r}")
+        type_name = name or f"{func.__module__}.{func.__qualname__}"
+        registry.register(JobType(name=type_name, handler=func, **options))
+        func.job_type = type_name  # type: ignore[attr-defined]
+        return func
+
+    return decorator

@@ -1,0 +1,469 @@
+"""The job state machine: every statement that moves a job between statuses.
+
+    ready ──claim──► running ──complete──► done
+      ▲                 │ ──retry (attempts left)──► ready (run_after = now + backoff)
+      │                 │ ──retry (no attempts left) / fail──► failed
+      │                 │ ──finish_cancelled──► cancelled
+      ├──release────────┤   (shutdown: the attempt is given back)
+      └──rescue─────────┘   (worker stopped heartbeating: ready, or failed if none left)
+    ready ──cancel──► cancelled;  failed/cancelled ──requeue──► ready
+
+Transitions out of ``running`` are fenced on ``(id, locked_by, attempts)``: a worker that
+lost its job (rescued and claimed again elsewhere) cannot overwrite the newer outcome.
+The database clock (``now()``) is the only clock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connections, transaction
+
+from ..models import Job
+
+ERROR_TEXT_LIMIT = 10 * 1024
+REAPER_LOCK_KEY = 0x70716A6F6273  # "pqjobs": one reaper at a time across all workers
+
+
+def cap_error(text: str, limit: int = ERROR_TEXT_LIMIT) -> str:
+    """Keep at most ``limit`` characters, preferring the end (where the exception is)."""
+    if len(text) <= limit:
+        return text
+    marker = f"[... {len(text) - limit} characters cut ...]\n"
+    return marker + text[-(limit - len(marker)) :]
+
+
+def _cursor(alias: str) -> Any:
+    return connections[alias].cursor()
+
+
+# --- claim ----------------------------------------------------------------------------------
+
+_CLAIM = """
+WITH picked AS (
+    SELECT id FROM pqjobs_job
+    WHERE status = 'ready' AND run_after <= now() {queue_filter}
+    ORDER BY priority DESC, run_after, id
+    LIMIT %s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE pqjobs_job AS j
+SET status = 'running', attempts = j.attempts + 1, locked_at = now(), locked_by = %s,
+    heartbeat_at = now(), updated_at = now()
+FROM picked
+WHERE j.id = picked.id
+RETURNING j.id, j.job_type, j.queue, j.payload::text, j.priority, j.attempts, j.max_attempts,
+          j.run_after, j.timeout_seconds, j.locked_at, j.dedupe_key, j.parent_id,
+          j.created_at, j.cancel_requested_at
+"""
+
+
+def claim(alias: str, worker_id: str, queues: Sequence[str] | None, limit: int) -> list[Job]:
+    """Claim up to ``limit`` due jobs for ``worker_id`` in one statement; highest first."""
+    if limit < 1:
+        return []
+    params: list[Any] = []
+    queue_filter = ""
+    if queues:
+        queue_filter = "AND queue = ANY(%s)"
+        params.append(list(queues))
+    params += [limit, worker_id]
+    with _cursor(alias) as cursor:
+        cursor.execute(_CLAIM.format(queue_filter=queue_filter), params)
+        rows = cursor.fetchall()
+    jobs = [
+        Job(
+            id=r[0],
+            job_type=r[1],
+            queue=r[2],
+            payload=json.loads(r[3]),
+            status="running",
+            priority=r[4],
+            attempts=r[5],
+            max_attempts=r[6],
+            run_after=r[7],
+            timeout_seconds=r[8],
+            locked_at=r[9],
+            locked_by=worker_id,
+            dedupe_key=r[10],
+            parent_id=r[11],
+            created_at=r[12],
+            cancel_requested_at=r[13],
+        )
+        for r in rows
+    ]
+    jobs.sort(key=lambda job: (-job.priority, job.run_after, job.id))
+    return jobs
+
+
+# --- outcomes of a running attempt (all fenced) ---------------------------------------------
+
+_FENCE = "id = %s AND status = 'running' AND locked_by = %s AND attempts = %s"
+
+_COMPLETE = f"""
+UPDATE pqjobs_job
+SET status = 'done', result = %s::jsonb, finished_at = now(), duration_ms = %s,
+    heartbeat_at = NULL, updated_at = now(),
+    progress = COALESCE(%s::jsonb, progress)
+WHERE {_FENCE}
+"""
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """Identifies one claimed attempt: the fence for every transition out of ``running``."""
+
+    job_id: int
+    worker_id: str
+    attempt: int
+
+    @classmethod
+    def of(cls, job: Job) -> Claimed:
+        assert job.locked_by is not None
+        return cls(job.id, job.locked_by, job.attempts)
+
+    def params(self) -> list[Any]:
+        return [self.job_id, self.worker_id, self.attempt]
+
+
+def complete(
+    alias: str,
+    claimed: Claimed,
+    result_json: str | None,
+    duration_ms: int,
+    progress: dict[str, Any] | None = None,
+) -> bool:
+    """running → done. False if the attempt was no longer ours (fenced off)."""
+    with _cursor(alias) as cursor:
+        cursor.execute(
+            _COMPLETE,
+            [result_json, duration_ms, json.dumps(progress) if progress else None,
+             *claimed.params()],
+        )
+        return bool(cursor.rowcount == 1)
+
+
+_END_ATTEMPT = """
+WITH ended AS (
+    UPDATE pqjobs_job
+    SET status = CASE
+            WHEN %(final)s = 'auto' AND attempts < max_attempts THEN 'ready'
+            WHEN %(final)s = 'auto' THEN 'failed'
+            ELSE %(final)s END,
+        run_after = CASE
+            WHEN %(final)s = 'auto' AND attempts < max_attempts
+            THEN now() + make_interval(secs => %(delay)s) ELSE run_after END,
+        finished_at = CASE
+            WHEN %(final)s = 'auto' AND attempts < max_attempts THEN NULL ELSE now() END,
+        last_error = %(error)s, error_type = %(error_type)s, duration_ms = %(duration_ms)s,
+        heartbeat_at = NULL, updated_at = now()
+    WHERE id = %(id)s AND status = 'running' AND locked_by = %(worker)s
+      AND attempts = %(attempt)s
+    RETURNING id, status, locked_at
+), recorded AS (
+    INSERT INTO pqjobs_attempt
+        (job_id, attempt, worker_id, started_at, finished_at, outcome, error_type, traceback)
+    SELECT id, %(attempt)s, %(worker)s, locked_at, now(), %(outcome)s, %(error_type)s, %(error)s
+    FROM ended
+)
+SELECT status FROM ended
+"""
+
+
+def end_attempt(
+    alias: str,
+    claimed: Claimed,
+    *,
+    outcome: str,
+    error_type: str,
+    error: str,
+    duration_ms: int | None,
+    delay: float = 0.0,
+    final: str = "auto",
+) -> str | None:
+    """End a failed attempt and record it in the attempt history.
+
+    ``final="auto"``: back to ``ready`` after ``delay`` seconds while attempts remain, else
+    ``failed`` (the dead-letter state). ``final="failed"`` / ``"cancelled"`` forces that
+    status. Returns the job's new status, or None if the attempt was fenced off.
+    """
+    if final not in ("auto", "failed", "cancelled"):
+        raise ValueError(f"final must be 'auto', 'failed' or 'cancelled', got {final!r}")
+    with _cursor(alias) as cursor:
+        cursor.execute(
+            _END_ATTEMPT,
+            {
+                "final": final,
+                "delay": float(delay),
+                "error": cap_error(error),
+                "error_type": error_type[:200],
+                "duration_ms": duration_ms,
+                "id": claimed.job_id,
+                "worker": claimed.worker_id,
+                "attempt": claimed.attempt,
+                "outcome": outcome,
+            },
+        )
+        row = cursor.fetchone()
+    return None if row is None else str(row[0])
+
+
+_RELEASE = """
+WITH released AS (
+    UPDATE pqjobs_job AS j
+    SET status = 'ready', attempts = j.attempts - 1, run_after = now(), heartbeat_at = NULL,
+        updated_at = now()
+    FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS t(id, attempt)
+    WHERE j.id = t.id AND j.status = 'running' AND j.locked_by = %(worker)s
+      AND j.attempts = t.attempt
+    RETURNING j.id, t.attempt, j.locked_at
+), recorded AS (
+    INSERT INTO pqjobs_attempt
+        (job_id, attempt, worker_id, started_at, finished_at, outcome, error_type, traceback)
+    SELECT id, attempt, %(worker)s, locked_at, now(), 'released', 'WorkerShutdown',
+           'the worker shut down before the job finished; the attempt was given back'
+    FROM released
+)
+SELECT id FROM released
+"""
+
+
+def release(alias: str, claims: Sequence[Claimed]) -> list[int]:
+    """running → ready at once, giving the attempt back (graceful shutdown)."""
+    if not claims:
+        return []
+    worker = claims[0].worker_id
+    with _cursor(alias) as cursor:
+        cursor.execute(
+            _RELEASE,
+            {
+                "ids": [c.job_id for c in claims],
+                "attempts": [c.attempt for c in claims],
+                "worker": worker,
+            },
+        )
+        return [int(r[0]) for r in cursor.fetchall()]
+
+
+def save_progress(
+    alias: str, job_id: int, worker_id: str, attempt: int, progress: dict[str, Any]
+) -> bool:
+    with _cursor(alias) as cursor:
+        cursor.execute(
+            f"UPDATE pqjobs_job SET progress = %s::jsonb, updated_at = now() WHERE {_FENCE}",
+            [json.dumps(progress), job_id, worker_id, attempt],
+        )
+        return bool(cursor.rowcount == 1)
+
+
+# --- heartbeats and rescue ------------------------------------------------------------------
+
+_HEARTBEAT = """
+UPDATE pqjobs_job AS j
+SET heartbeat_at = now()
+FROM unnest(%s::bigint[], %s::int[]) AS t(id, attempt)
+WHERE j.id = t.id AND j.status = 'running' AND j.locked_by = %s AND j.attempts = t.attempt
+RETURNING j.id, j.cancel_requested_at IS NOT NULL
+"""
+
+_WORKER_UPSERT = """
+INSERT INTO pqjobs_worker (worker_id, hostname, pid, queues, concurrency, started_at,
+                           heartbeat_at)
+VALUES (%s, %s, %s, %s::jsonb, %s, now(), now())
+ON CONFLICT (worker_id) DO UPDATE
+SET heartbeat_at = now(), hostname = EXCLUDED.hostname, pid = EXCLUDED.pid,
+    queues = EXCLUDED.queues, concurrency = EXCLUDED.concurrency
+"""
+
+
+@dataclass(frozen=True)
+class HeartbeatResult:
+    alive: set[int]
+    cancel_requested: set[int]
+
+
+def heartbeat(
+    alias: str,
+    worker_id: str,
+    claims: Sequence[Claimed],
+    *,
+    hostname: str,
+    pid: int,
+    queues: Sequence[str] | None,
+    concurrency: int,
+) -> HeartbeatResult:
+    """Record that the worker and its running attempts are alive.
+
+    Returns which of ``claims`` are still ours and which have a cancel request.
+    """
+    with _cursor(alias) as cursor:
+        cursor.execute(
+            _WORKER_UPSERT,
+            [worker_id, hostname, pid, json.dumps(list(queues) if queues else None), concurrency],
+        )
+        if not claims:
+            return HeartbeatResult(set(), set())
+        cursor.execute(
+            _HEARTBEAT,
+            [[c.job_id for c in claims], [c.attempt for c in claims], worker_id],
+        )
+        rows = cursor.fetchall()
+    return HeartbeatResult({int(r[0]) for r in rows}, {int(r[0]) for r in rows if r[1]})
+
+
+def unregister_worker(alias: str, worker_id: str) -> None:
+    with _cursor(alias) as cursor:
+        cursor.execute("DELETE FROM pqjobs_worker WHERE worker_id = %s", [worker_id])
+
+
+_RESCUE = """
+WITH stale AS (
+    SELECT id FROM pqjobs_job
+    WHERE status = 'running'
+      AND (heartbeat_at IS NULL OR heartbeat_at < now() - make_interval(secs => %(stale)s)
+           OR (timeout_seconds IS NOT NULL
+               AND locked_at < now() - make_interval(secs => timeout_seconds + %(stale)s)))
+    ORDER BY id
+    FOR UPDATE SKIP LOCKED
+), rescued AS (
+    UPDATE pqjobs_job AS j
+    SET status = CASE
+            WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+            WHEN j.attempts >= j.max_attempts THEN 'failed'
+            ELSE 'ready' END,
+        run_after = now(),
+        finished_at = CASE
+            WHEN j.cancel_requested_at IS NOT NULL OR j.attempts >= j.max_attempts
+            THEN now() END,
+        last_error = 'worker ' || COALESCE(j.locked_by, '?')
+                     || ' stopped heartbeating while running attempt ' || j.attempts
+                     || ' (last heartbeat ' || COALESCE(j.heartbeat_at::text, 'never') || ')',
+        error_type = 'WorkerLost', heartbeat_at = NULL, updated_at = now()
+    FROM stale
+    WHERE j.id = stale.id
+    RETURNING j.id, j.job_type, j.status, j.attempts, j.locked_by, j.locked_at, j.last_error
+), recorded AS (
+    INSERT INTO pqjobs_attempt
+        (job_id, attempt, worker_id, started_at, finished_at, outcome, error_type, traceback)
+    SELECT id, attempts, COALESCE(locked_by, ''), locked_at, now(), 'lost', 'WorkerLost',
+           last_error
+    FROM rescued
+)
+SELECT id, job_type, status, attempts, locked_by FROM rescued ORDER BY id
+"""
+
+
+@dataclass(frozen=True)
+class Rescued:
+    job_id: int
+    job_type: str
+    status: str
+    attempt: int
+    worker_id: str | None
+
+
+def rescue_stale(alias: str, stale_after: float) -> list[Rescued] | None:
+    """Give back running jobs whose worker stopped heartbeating ``stale_after`` seconds ago.
+
+    They go to ``ready`` (or ``failed`` when no attempts are left, ``cancelled`` when a
+    cancel was requested). Only one rescuer runs at a time across all workers: returns None
+    when another holds the lock.
+    """
+    with transaction.atomic(using=alias), _cursor(alias) as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [REAPER_LOCK_KEY])
+        if not cursor.fetchone()[0]:
+            return None
+        cursor.execute(_RESCUE, {"stale": float(stale_after)})
+        rows = cursor.fetchall()
+        cursor.execute(
+            "DELETE FROM pqjobs_worker WHERE heartbeat_at < now() - make_interval(secs => %s)",
+            [float(stale_after)],
+        )
+    return [Rescued(int(r[0]), r[1], r[2], int(r[3]), r[4]) for r in rows]
+
+
+# --- operator transitions -------------------------------------------------------------------
+
+
+def cancel(alias: str, job_id: int) -> str | None:
+    """ready → cancelled; running → cancel requested. Returns the resulting state.
+
+    Returns ``"cancelled"``, ``"cancel_requested"``, or None when the job is finished or
+    does not exist.
+    """
+    with _cursor(alias) as cursor:
+        cursor.execute(
+            "UPDATE pqjobs_job SET status = 'cancelled', finished_at = now(), updated_at = now() "
+            "WHERE id = %s AND status = 'ready' RETURNING id",
+            [job_id],
+        )
+        if cursor.fetchone():
+            return "cancelled"
+        cursor.execute(
+            "UPDATE pqjobs_job SET cancel_requested_at = COALESCE(cancel_requested_at, now()), "
+            "updated_at = now() WHERE id = %s AND status = 'running' RETURNING id",
+            [job_id],
+        )
+        if cursor.fetchone():
+            return "cancel_requested"
+    return None
+
+
+def requeue(alias: str, job_id: int) -> bool:
+    """failed/cancelled → ready now, attempts reset; the attempt history is kept."""
+    with _cursor(alias) as cursor:
+        cursor.execute(
+            "UPDATE pqjobs_job SET status = 'ready', attempts = 0, run_after = now(), "
+            "finished_at = NULL, cancel_requested_at = NULL, locked_by = NULL, "
+            "locked_at = NULL, updated_at = now() "
+            "WHERE id = %s AND status IN ('failed', 'cancelled')",
+            [job_id],
+        )
+        return bool(cursor.rowcount == 1)
+
+
+# --- retention ------------------------------------------------------------------------------
+
+_PRUNE = """
+WITH doomed AS (
+    SELECT id FROM pqjobs_job
+    WHERE status = %(status)s AND finished_at < now() - make_interval(secs => %(age)s)
+    ORDER BY finished_at
+    LIMIT %(batch)s
+    FOR UPDATE SKIP LOCKED
+), history AS (
+    DELETE FROM pqjobs_attempt WHERE job_id IN (SELECT id FROM doomed)
+)
+DELETE FROM pqjobs_job WHERE id IN (SELECT id FROM doomed)
+"""
+
+
+def prune(
+    alias: str, retention: dict[str, float | None], batch: int = 5000, max_batches: int = 1000
+) -> dict[str, int]:
+    """Delete finished jobs older than their status's retention, in short batches."""
+    deleted: dict[str, int] = {}
+    for status in ("done", "failed", "cancelled"):
+        age = retention.get(status)
+        deleted[status] = 0
+        if age is None:
+            continue
+        for _ in range(max_batches):
+            with _cursor(alias) as cursor:
+                cursor.execute(_PRUNE, {"status": status, "age": float(age), "batch": batch})
+                count = cursor.rowcount
+            deleted[status] += count
+            if count < batch:
+                break
+    return deleted
+
+
+def database_now(alias: str) -> datetime:
+    with _cursor(alias) as cursor:
+        cursor.execute("SELECT now()")
+        value: datetime = cursor.fetchone()[0]
+        return value

@@ -1,0 +1,8 @@
+from django.urls import path
+
+from shop import views
+
+urlpatterns = [
+    path("orders/", views.place_order, name="place-order"),
+    path("reports/", views.request_report, name="request-report"),
+]

@@ -1,0 +1,123 @@
+"""Handlers used by the test suite (autodiscovered like any app's jobs module)."""
+
+import asyncio
+import os
+import time
+
+from django.db import transaction
+from django.db.models import F
+
+from django_pqjobs import JobContext, PermanentError, Retry, job
+
+from .models import Counter, Effect
+
+
+@job("tests.noop")
+def noop(ctx: JobContext) -> None:
+    return None
+
+
+@job("tests.echo")
+def echo(ctx: JobContext) -> dict:
+    return {"echo": ctx.job.payload, "attempt": ctx.attempt, "worker": ctx.worker_id}
+
+
+@job("tests.effect")
+def effect(ctx: JobContext) -> None:
+    """Records one Effect row per job; a second execution would violate the unique key."""
+    Effect.objects.create(key=f"job:{ctx.job.id}", worker=ctx.worker_id)
+
+
+@job("tests.fail", max_attempts=3, backoff=[10, 20])
+def fail(ctx: JobContext) -> None:
+    raise ValueError(f"boom on attempt {ctx.attempt}")
+
+
+@job("tests.retry_then_ok", max_attempts=5)
+def retry_then_ok(ctx: JobContext) -> dict:
+    if ctx.attempt < ctx.job.payload.get("succeed_on", 2):
+        raise Retry("not yet", delay=0)
+    return {"attempt": ctx.attempt}
+
+
+@job("tests.permanent")
+def permanent(ctx: JobContext) -> None:
+    raise PermanentError("this will never work")
+
+
+@job("tests.sleep")
+def sleep(ctx: JobContext) -> dict:
+    """Sleeps in Python-level slices (interruptible), or in one C call with "blocking"."""
+    seconds = float(ctx.job.payload.get("seconds", 1))
+    if ctx.job.payload.get("blocking"):
+        time.sleep(seconds)
+    else:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            time.sleep(0.01)
+    if ctx.job.payload.get("effect"):
+        Effect.objects.create(key=f"job:{ctx.job.id}:{ctx.attempt}", worker=ctx.worker_id)
+    return {"slept": seconds, "pid": os.getpid()}
+
+
+@job("tests.busy", timeout=0.5)
+def busy(ctx: JobContext) -> None:
+    while True:
+        pass
+
+
+@job("tests.async_echo")
+async def async_echo(ctx: JobContext) -> dict:
+    await asyncio.sleep(0.01)
+    return {"async": True, "payload": ctx.job.payload}
+
+
+@job("tests.atomic_counter", atomic=True)
+def atomic_counter(ctx: JobContext) -> dict:
+    counter, _ = Counter.objects.get_or_create(name=ctx.job.payload.get("name", "atomic"))
+    Counter.objects.filter(pk=counter.pk).update(value=F("value") + 1)
+    if ctx.job.payload.get("fail"):
+        raise ValueError("rolled back")
+    return {"counter": counter.pk}
+
+
+@job("tests.chain")
+def chain(ctx: JobContext) -> dict:
+    child = ctx.enqueue("tests.echo", {"from": ctx.job.id})
+    return {"child": child}
+
+
+@job("tests.unserializable_result")
+def unserializable_result(ctx: JobContext) -> object:
+    return object()
+
+
+@job("tests.cooperative_cancel")
+def cooperative_cancel(ctx: JobContext) -> None:
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        ctx.raise_if_cancelled()
+        time.sleep(0.02)
+
+
+@job("tests.progress")
+def progress(ctx: JobContext) -> None:
+    ctx.set_progress(5, 10, "halfway")
+
+
+@job("tests.swallow_exceptions", timeout=0.3)
+def swallow_exceptions(ctx: JobContext) -> str:
+    """A handler whose ``except Exception`` must not swallow the timeout."""
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        try:
+            time.sleep(0.01)
+        except Exception:
+            pass
+    return "should have been interrupted"
+
+
+@job("tests.transaction_user")
+def transaction_user(ctx: JobContext) -> None:
+    with transaction.atomic():
+        Counter.objects.create(name=f"tx:{ctx.job.id}")
