@@ -3,6 +3,7 @@
 from importlib.metadata import PackageNotFoundError, version
 
 from .context import JobContext
+from .embedded import start_embedded_worker
 from .enqueue import enqueue_job, enqueue_many, enqueue_on_commit
 from .errors import (
     DuplicateJob,
@@ -15,9 +16,8 @@ from .errors import (
     PQJobsError,
     Retry,
 )
-from .policies import ExponentialBackoff, StepBackoff
-from .embedded import start_embedded_worker
 from .operations import cancel_job, retry_job
+from .policies import ExponentialBackoff, StepBackoff
 from .registry import job
 
 try:

@@ -95,92 +95,92 @@ class Settings:
         return validator(self.raw(key), self.source(key))
 
     @property
-    def DATABASE(self) -> str:  # noqa: N802 - mirrors the setting's name
+    def DATABASE(self) -> str:
         return str(self._get("DATABASE"))
 
     @property
-    def LISTEN_DATABASE(self) -> str:  # noqa: N802
+    def LISTEN_DATABASE(self) -> str:
         value = self._get("LISTEN_DATABASE")
         return self.DATABASE if value is None else str(value)
 
     @property
-    def QUEUES(self) -> list[str] | None:  # noqa: N802
-        return self._get("QUEUES")  # type: ignore[no-any-return]
+    def QUEUES(self) -> list[str] | None:
+        return self._get("QUEUES")
 
     @property
-    def CONCURRENCY(self) -> int:  # noqa: N802
+    def CONCURRENCY(self) -> int:
         return int(self._get("CONCURRENCY"))
 
     @property
-    def ENABLED(self) -> bool:  # noqa: N802
+    def ENABLED(self) -> bool:
         return bool(self._get("ENABLED"))
 
     @property
-    def MAX_ATTEMPTS(self) -> int:  # noqa: N802
+    def MAX_ATTEMPTS(self) -> int:
         return int(self._get("MAX_ATTEMPTS"))
 
     @property
-    def DEFAULT_TIMEOUT(self) -> float | None:  # noqa: N802
-        return self._get("DEFAULT_TIMEOUT")  # type: ignore[no-any-return]
+    def DEFAULT_TIMEOUT(self) -> float | None:
+        return self._get("DEFAULT_TIMEOUT")
 
     @property
-    def DEFAULT_PRIORITY(self) -> int:  # noqa: N802
+    def DEFAULT_PRIORITY(self) -> int:
         return int(self._get("DEFAULT_PRIORITY"))
 
     @property
-    def DEFAULT_QUEUE(self) -> str:  # noqa: N802
+    def DEFAULT_QUEUE(self) -> str:
         return str(self._get("DEFAULT_QUEUE"))
 
     @property
-    def DEDUPE(self) -> str:  # noqa: N802
+    def DEDUPE(self) -> str:
         return str(self._get("DEDUPE"))
 
     @property
-    def BACKOFF(self) -> BackoffPolicy:  # noqa: N802
-        return self._get("BACKOFF")  # type: ignore[no-any-return]
+    def BACKOFF(self) -> BackoffPolicy:
+        return self._get("BACKOFF")
 
     @property
-    def POLL_INTERVALS(self) -> DelaySequence:  # noqa: N802
-        return self._get("POLL_INTERVALS")  # type: ignore[no-any-return]
+    def POLL_INTERVALS(self) -> DelaySequence:
+        return self._get("POLL_INTERVALS")
 
     @property
-    def LOOP_ERROR_DELAYS(self) -> DelaySequence:  # noqa: N802
-        return self._get("LOOP_ERROR_DELAYS")  # type: ignore[no-any-return]
+    def LOOP_ERROR_DELAYS(self) -> DelaySequence:
+        return self._get("LOOP_ERROR_DELAYS")
 
     @property
-    def LISTEN_NOTIFY(self) -> bool:  # noqa: N802
+    def LISTEN_NOTIFY(self) -> bool:
         return bool(self._get("LISTEN_NOTIFY"))
 
     @property
-    def HEARTBEAT_INTERVAL(self) -> float:  # noqa: N802
+    def HEARTBEAT_INTERVAL(self) -> float:
         return float(self._get("HEARTBEAT_INTERVAL"))
 
     @property
-    def STALE_TIMEOUT(self) -> float:  # noqa: N802
+    def STALE_TIMEOUT(self) -> float:
         return float(self._get("STALE_TIMEOUT"))
 
     @property
-    def REAP_INTERVAL(self) -> float:  # noqa: N802
+    def REAP_INTERVAL(self) -> float:
         return float(self._get("REAP_INTERVAL"))
 
     @property
-    def SHUTDOWN_TIMEOUT(self) -> float:  # noqa: N802
+    def SHUTDOWN_TIMEOUT(self) -> float:
         return float(self._get("SHUTDOWN_TIMEOUT"))
 
     @property
-    def TIMEOUT_GRACE(self) -> float:  # noqa: N802
+    def TIMEOUT_GRACE(self) -> float:
         return float(self._get("TIMEOUT_GRACE"))
 
     @property
-    def PRUNE_INTERVAL(self) -> float | None:  # noqa: N802
-        return self._get("PRUNE_INTERVAL")  # type: ignore[no-any-return]
+    def PRUNE_INTERVAL(self) -> float | None:
+        return self._get("PRUNE_INTERVAL")
 
     @property
-    def RETENTION(self) -> dict[str, float | None]:  # noqa: N802
-        return self._get("RETENTION")  # type: ignore[no-any-return]
+    def RETENTION(self) -> dict[str, float | None]:
+        return self._get("RETENTION")
 
     @property
-    def PAYLOAD_MAX_BYTES(self) -> int:  # noqa: N802
+    def PAYLOAD_MAX_BYTES(self) -> int:
         return int(self._get("PAYLOAD_MAX_BYTES"))
 
 

@@ -81,8 +81,9 @@ class JobContext:
             return
         from .worker import queries
 
-        queries.save_progress(self.using, self.job.id, self.worker_id, self.attempt,
-                              self._pending_progress)
+        queries.save_progress(
+            self.using, self.job.id, self.worker_id, self.attempt, self._pending_progress
+        )
         self.job.progress = self._pending_progress
         self._pending_progress = None
         self._last_progress_write = time.monotonic()

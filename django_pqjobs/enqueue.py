@@ -82,6 +82,14 @@ def serialize_payload(job_type: str, payload: Any) -> str:
     return text
 
 
+def _check_dedupe_key(job_type: str, key: object) -> None:
+    if key is not None and (not isinstance(key, str) or not key or len(key) > 255):
+        raise InvalidJobOption(
+            f"job type {job_type!r}: dedupe_key must be None or a string of 1-255 "
+            f"characters, got {key!r}"
+        )
+
+
 def prepare(
     job_type: str,
     payload: Any = None,
@@ -114,12 +122,7 @@ def prepare(
         delay_seconds = 0.0 if delay is None else to_seconds(delay, f"{job_type!r} delay")
     except ValueError as exc:
         raise InvalidJobOption(str(exc)) from None
-    if dedupe_key is not None:
-        if not isinstance(dedupe_key, str) or not dedupe_key or len(dedupe_key) > 255:
-            raise InvalidJobOption(
-                f"job type {job_type!r}: dedupe_key must be a string of 1-255 characters, "
-                f"got {dedupe_key!r}"
-            )
+    _check_dedupe_key(job_type, dedupe_key)
     where = f"job type {job_type!r}"
     if queue is None:
         queue = (known and known.queue) or conf.DEFAULT_QUEUE
@@ -189,7 +192,7 @@ def _notify(cursor: Any, queues: Iterable[str]) -> None:
 def insert(job: PreparedJob, using: str | None = None) -> int:
     """Insert a prepared job, applying its dedupe strategy; return the job id."""
     alias = using or conf.DATABASE
-    params = [
+    params: list[Any] = [
         job.job_type,
         job.queue,
         job.payload_json,
@@ -347,11 +350,7 @@ def enqueue_many(
     if not keys:
         keys = [None] * len(texts)
     for key in keys:
-        if key is not None and (not isinstance(key, str) or not key or len(key) > 255):
-            raise InvalidJobOption(
-                f"job type {job_type!r}: each dedupe key must be a string of 1-255 characters "
-                f"or None, got {key!r}"
-            )
+        _check_dedupe_key(job_type, key)
     alias = using or conf.DATABASE
     with connections[alias].cursor() as cursor:
         cursor.execute(

@@ -9,7 +9,7 @@ class PQJobsError(Exception):
     """Base class of every error django-pqjobs raises."""
 
 
-class Retry(Exception):  # noqa: N818 - read as an instruction: ``raise Retry(delay=30)``
+class Retry(Exception):
     """Raise from a handler to retry the job.
 
     ``delay`` (a ``timedelta`` or seconds) overrides the backoff policy for this attempt;
@@ -27,14 +27,14 @@ class PermanentError(Exception):
     """Raise from a handler when retrying cannot help: the job ends ``failed`` at once."""
 
 
-class JobTimeout(BaseException):  # noqa: N818
+class JobTimeout(BaseException):
     """Raised inside a handler's thread when the job runs past its timeout.
 
     A ``BaseException`` so that a handler's ``except Exception`` cannot swallow it.
     """
 
 
-class JobCancelled(BaseException):  # noqa: N818
+class JobCancelled(BaseException):
     """Raised by ``ctx.raise_if_cancelled()`` when an operator asked to cancel the job."""
 
 

@@ -66,9 +66,10 @@ class Job(models.Model):
     run_after = models.DateTimeField(db_default=Now())
     timeout_seconds = models.FloatField(null=True, blank=True)
     locked_at = models.DateTimeField(null=True, blank=True)
-    locked_by = models.CharField(max_length=200, null=True, blank=True)
+    locked_by = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     heartbeat_at = models.DateTimeField(null=True, blank=True)
-    dedupe_key = models.CharField(max_length=255, null=True, blank=True)
+    # NULL, not "", means "no dedupe": the partial unique index skips NULLs.
+    dedupe_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     last_error = models.TextField(blank=True, default="", db_default="")
     error_type = models.CharField(max_length=200, blank=True, default="", db_default="")
     result = models.JSONField(encoder=DjangoJSONEncoder, null=True, blank=True)
@@ -104,9 +105,7 @@ class Job(models.Model):
                 condition=Q(status="ready"),
                 name="pqjobs_job_claim",
             ),
-            models.Index(
-                "heartbeat_at", condition=Q(status="running"), name="pqjobs_job_running"
-            ),
+            models.Index("heartbeat_at", condition=Q(status="running"), name="pqjobs_job_running"),
             models.Index(
                 "finished_at",
                 condition=Q(status__in=["done", "failed", "cancelled"]),
@@ -123,7 +122,9 @@ class Job(models.Model):
                 condition=Q(status__in=["ready", "running", "done", "failed", "cancelled"]),
                 name="pqjobs_job_status_valid",
             ),
-            models.CheckConstraint(condition=Q(max_attempts__gte=1), name="pqjobs_job_max_attempts"),
+            models.CheckConstraint(
+                condition=Q(max_attempts__gte=1), name="pqjobs_job_max_attempts"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -56,7 +56,9 @@ class ExponentialBackoff:
         to_seconds(self.base, "ExponentialBackoff base", allow_zero=False)
         to_seconds(self.max_delay, "ExponentialBackoff max_delay", allow_zero=False)
         if not isinstance(self.factor, int | float) or self.factor < 1:
-            raise ValueError(f"ExponentialBackoff factor must be a number >= 1, got {self.factor!r}")
+            raise ValueError(
+                f"ExponentialBackoff factor must be a number >= 1, got {self.factor!r}"
+            )
 
     def delay(self, attempt: int) -> float:
         exponent = min(max(attempt, 1) - 1, 64)
@@ -88,7 +90,7 @@ def make_backoff(spec: object, what: str = "backoff") -> BackoffPolicy:
     or ``{"kind": "steps", "steps": [...]}``; a callable ``fn(attempt) -> seconds``.
     """
     if hasattr(spec, "delay") and callable(spec.delay):
-        return spec  # type: ignore[return-value]
+        return spec
     if spec in ("default", "steps"):
         return StepBackoff()
     if spec == "exponential":

@@ -57,9 +57,7 @@ TEMPLATES = [
     }
 ]
 
-DATABASES = {
-    "default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/pqjobs")
-}
+DATABASES = {"default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/pqjobs")}
 if os.environ.get("PQJOBS_TEST_DATABASE"):
     DATABASES["default"]["NAME"] = os.environ["PQJOBS_TEST_DATABASE"]
     DATABASES["default"]["TEST"] = {"NAME": os.environ["PQJOBS_TEST_DATABASE"]}

@@ -7,102 +7,216 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='WorkerRecord',
+            name="WorkerRecord",
             fields=[
-                ('worker_id', models.CharField(max_length=200, primary_key=True, serialize=False)),
-                ('hostname', models.CharField(blank=True, default='', max_length=255)),
-                ('pid', models.IntegerField(blank=True, null=True)),
-                ('queues', models.JSONField(blank=True, help_text='null means every queue', null=True)),
-                ('concurrency', models.IntegerField(default=1)),
-                ('started_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('heartbeat_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("worker_id", models.CharField(max_length=200, primary_key=True, serialize=False)),
+                ("hostname", models.CharField(blank=True, default="", max_length=255)),
+                ("pid", models.IntegerField(blank=True, null=True)),
+                (
+                    "queues",
+                    models.JSONField(blank=True, help_text="null means every queue", null=True),
+                ),
+                ("concurrency", models.IntegerField(default=1)),
+                (
+                    "started_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
+                (
+                    "heartbeat_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
             ],
             options={
-                'db_table': 'pqjobs_worker',
-                'ordering': ['worker_id'],
+                "db_table": "pqjobs_worker",
+                "ordering": ["worker_id"],
             },
         ),
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('job_type', models.CharField(max_length=200)),
-                ('queue', models.CharField(db_default='default', default='default', max_length=100)),
-                ('payload', models.JSONField(default=dict, encoder=django.core.serializers.json.DjangoJSONEncoder)),
-                ('status', models.CharField(choices=[('ready', 'Ready'), ('running', 'Running'), ('done', 'Done'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], db_default='ready', default='ready', max_length=16)),
-                ('priority', models.IntegerField(db_default=0, default=0, help_text='Higher runs first.')),
-                ('attempts', models.IntegerField(db_default=0, default=0)),
-                ('max_attempts', models.IntegerField(db_default=5, default=5)),
-                ('run_after', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('timeout_seconds', models.FloatField(blank=True, null=True)),
-                ('locked_at', models.DateTimeField(blank=True, null=True)),
-                ('locked_by', models.CharField(blank=True, max_length=200, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('dedupe_key', models.CharField(blank=True, max_length=255, null=True)),
-                ('last_error', models.TextField(blank=True, db_default='', default='')),
-                ('error_type', models.CharField(blank=True, db_default='', default='', max_length=200)),
-                ('result', models.JSONField(blank=True, encoder=django.core.serializers.json.DjangoJSONEncoder, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('duration_ms', models.BigIntegerField(blank=True, null=True)),
-                ('progress', models.JSONField(blank=True, null=True)),
-                ('cancel_requested_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('parent', models.ForeignKey(blank=True, db_constraint=False, db_index=False, help_text='The job whose handler enqueued this one.', null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='children', to='django_pqjobs.job')),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("job_type", models.CharField(max_length=200)),
+                (
+                    "queue",
+                    models.CharField(db_default="default", default="default", max_length=100),
+                ),
+                (
+                    "payload",
+                    models.JSONField(
+                        default=dict, encoder=django.core.serializers.json.DjangoJSONEncoder
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("ready", "Ready"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        db_default="ready",
+                        default="ready",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "priority",
+                    models.IntegerField(db_default=0, default=0, help_text="Higher runs first."),
+                ),
+                ("attempts", models.IntegerField(db_default=0, default=0)),
+                ("max_attempts", models.IntegerField(db_default=5, default=5)),
+                (
+                    "run_after",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
+                ("timeout_seconds", models.FloatField(blank=True, null=True)),
+                ("locked_at", models.DateTimeField(blank=True, null=True)),
+                ("locked_by", models.CharField(blank=True, max_length=200, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                ("dedupe_key", models.CharField(blank=True, max_length=255, null=True)),
+                ("last_error", models.TextField(blank=True, db_default="", default="")),
+                (
+                    "error_type",
+                    models.CharField(blank=True, db_default="", default="", max_length=200),
+                ),
+                (
+                    "result",
+                    models.JSONField(
+                        blank=True,
+                        encoder=django.core.serializers.json.DjangoJSONEncoder,
+                        null=True,
+                    ),
+                ),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("duration_ms", models.BigIntegerField(blank=True, null=True)),
+                ("progress", models.JSONField(blank=True, null=True)),
+                ("cancel_requested_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
+                (
+                    "parent",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        db_index=False,
+                        help_text="The job whose handler enqueued this one.",
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="children",
+                        to="django_pqjobs.job",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'pqjobs_job',
-                'ordering': ['-id'],
+                "db_table": "pqjobs_job",
+                "ordering": ["-id"],
             },
         ),
         migrations.CreateModel(
-            name='JobAttempt',
+            name="JobAttempt",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('attempt', models.IntegerField()),
-                ('worker_id', models.CharField(blank=True, default='', max_length=200)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('outcome', models.CharField(choices=[('error', 'Error (retryable)'), ('permanent', 'Permanent error'), ('timeout', 'Timed out'), ('unknown_type', 'No handler registered'), ('lost', 'Worker lost (rescued)'), ('released', 'Released at shutdown'), ('cancelled', 'Cancelled while running')], max_length=16)),
-                ('error_type', models.CharField(blank=True, default='', max_length=200)),
-                ('traceback', models.TextField(blank=True, default='')),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='failed_attempts', to='django_pqjobs.job')),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("attempt", models.IntegerField()),
+                ("worker_id", models.CharField(blank=True, default="", max_length=200)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "finished_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[
+                            ("error", "Error (retryable)"),
+                            ("permanent", "Permanent error"),
+                            ("timeout", "Timed out"),
+                            ("unknown_type", "No handler registered"),
+                            ("lost", "Worker lost (rescued)"),
+                            ("released", "Released at shutdown"),
+                            ("cancelled", "Cancelled while running"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("error_type", models.CharField(blank=True, default="", max_length=200)),
+                ("traceback", models.TextField(blank=True, default="")),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="failed_attempts",
+                        to="django_pqjobs.job",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'pqjobs_attempt',
-                'ordering': ['job_id', 'attempt', 'id'],
+                "db_table": "pqjobs_attempt",
+                "ordering": ["job_id", "attempt", "id"],
             },
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(models.OrderBy(models.F('priority'), descending=True), models.F('run_after'), models.F('id'), condition=models.Q(('status', 'ready')), name='pqjobs_job_claim'),
+            model_name="job",
+            index=models.Index(
+                models.OrderBy(models.F("priority"), descending=True),
+                models.F("run_after"),
+                models.F("id"),
+                condition=models.Q(("status", "ready")),
+                name="pqjobs_job_claim",
+            ),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(models.F('heartbeat_at'), condition=models.Q(('status', 'running')), name='pqjobs_job_running'),
+            model_name="job",
+            index=models.Index(
+                models.F("heartbeat_at"),
+                condition=models.Q(("status", "running")),
+                name="pqjobs_job_running",
+            ),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(models.F('finished_at'), condition=models.Q(('status__in', ['done', 'failed', 'cancelled'])), name='pqjobs_job_finished'),
+            model_name="job",
+            index=models.Index(
+                models.F("finished_at"),
+                condition=models.Q(("status__in", ["done", "failed", "cancelled"])),
+                name="pqjobs_job_finished",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='job',
-            constraint=models.UniqueConstraint(condition=models.Q(('status__in', ['ready', 'running']), ('dedupe_key__isnull', False)), fields=('job_type', 'dedupe_key'), name='pqjobs_job_active_dedupe'),
+            model_name="job",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(
+                    ("status__in", ["ready", "running"]), ("dedupe_key__isnull", False)
+                ),
+                fields=("job_type", "dedupe_key"),
+                name="pqjobs_job_active_dedupe",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='job',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['ready', 'running', 'done', 'failed', 'cancelled'])), name='pqjobs_job_status_valid'),
+            model_name="job",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("status__in", ["ready", "running", "done", "failed", "cancelled"])
+                ),
+                name="pqjobs_job_status_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='job',
-            constraint=models.CheckConstraint(condition=models.Q(('max_attempts__gte', 1)), name='pqjobs_job_max_attempts'),
+            model_name="job",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("max_attempts__gte", 1)), name="pqjobs_job_max_attempts"
+            ),
         ),
     ]

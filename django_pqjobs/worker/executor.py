@@ -38,8 +38,12 @@ logger = logging.getLogger("django_pqjobs")
 CONNECTION_ERRORS = (OperationalError, InterfaceError)
 
 
-class LostJob(Exception):  # noqa: N818
+class LostJob(Exception):
     """The attempt was no longer ours when we tried to record its outcome."""
+
+
+class ResultNotSerializable(PermanentError):
+    """The handler returned something that cannot be stored as JSON (retrying won't help)."""
 
 
 @dataclass
@@ -100,8 +104,11 @@ def _describe(exc: BaseException) -> str:
 
 
 def _error_type(exc: BaseException) -> str:
+    """Builtin and django-pqjobs exceptions by class name, others by dotted path."""
     cls = type(exc)
-    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    if cls.__module__ == "builtins" or cls.__module__.startswith("django_pqjobs."):
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def retry_delay(job_type: JobType | None, attempt: int) -> float:
@@ -149,27 +156,55 @@ class JobRunner:
                 slot.leave_handler()
         except JobTimeout:
             slot.leave_handler()
-            return self._fail(slot, job_type, AttemptOutcome.TIMEOUT, "JobTimeout",
-                              f"job ran past its timeout of {job.timeout_seconds} s\n")
+            return self._fail(
+                slot,
+                job_type,
+                AttemptOutcome.TIMEOUT,
+                "JobTimeout",
+                f"job ran past its timeout of {job.timeout_seconds} s\n",
+            )
         except JobCancelled as exc:
-            return self._end(slot, job_type, outcome=AttemptOutcome.CANCELLED,
-                             error_type="JobCancelled", error=_describe(exc), final="cancelled")
+            return self._end(
+                slot,
+                job_type,
+                outcome=AttemptOutcome.CANCELLED,
+                error_type="JobCancelled",
+                error=_describe(exc),
+                final="cancelled",
+            )
         except LostJob:
-            logger.warning("job %s %s attempt %s was lost (rescued elsewhere); its outcome "
-                           "was discarded", job.id, job.job_type, job.attempts)
+            logger.warning(
+                "job %s %s attempt %s was lost (rescued elsewhere); its outcome was discarded",
+                job.id,
+                job.job_type,
+                job.attempts,
+            )
             return "lost"
         except Retry as exc:
             delay = exc.delay if exc.delay is not None else retry_delay(job_type, job.attempts)
             text = exc.reason or "retry requested"
-            return self._end(slot, job_type, outcome=AttemptOutcome.ERROR, error_type="Retry",
-                             error=f"{text}\n\n{_describe(exc)}", delay=delay)
+            return self._end(
+                slot,
+                job_type,
+                outcome=AttemptOutcome.ERROR,
+                error_type="Retry",
+                error=f"{text}\n\n{_describe(exc)}",
+                delay=delay,
+            )
         except PermanentError as exc:
-            return self._end(slot, job_type, outcome=AttemptOutcome.PERMANENT,
-                             error_type=_error_type(exc), error=_describe(exc), final="failed")
+            return self._end(
+                slot,
+                job_type,
+                outcome=AttemptOutcome.PERMANENT,
+                error_type=_error_type(exc),
+                error=_describe(exc),
+                final="failed",
+            )
         except Exception as exc:
             self._drop_broken_connections()
-            return self._fail(slot, job_type, AttemptOutcome.ERROR, _error_type(exc),
-                              _describe(exc))
+            return self._fail(
+                slot, job_type, AttemptOutcome.ERROR, _error_type(exc), _describe(exc)
+            )
         return outcome
 
     # --- calling the handler ---------------------------------------------------------------
@@ -195,10 +230,9 @@ class JobRunner:
             result = self._call(slot, job_type)
             slot.leave_handler()
             result_json = self._serialize_result(slot, result)
-            if result_json is _UNSERIALIZABLE:
-                raise PermanentError(self._result_error(slot, result))
-            if not queries.complete(self.alias, slot.claimed, result_json, self._ms(slot),
-                                    slot.ctx._pending_progress):
+            if not queries.complete(
+                self.alias, slot.claimed, result_json, self._ms(slot), slot.ctx._pending_progress
+            ):
                 raise LostJob()
         self._log_done(slot)
         return "done"
@@ -208,75 +242,117 @@ class JobRunner:
     def _complete(self, slot: Slot, result: Any) -> str:
         slot.leave_handler()
         result_json = self._serialize_result(slot, result)
-        if result_json is _UNSERIALIZABLE:
-            return self._end(slot, None, outcome=AttemptOutcome.PERMANENT,
-                             error_type="ResultNotSerializable",
-                             error=self._result_error(slot, result), final="failed")
         duration = self._ms(slot)
         ok = self._with_db_retry(
-            lambda: queries.complete(self.alias, slot.claimed, result_json, duration,
-                                     slot.ctx._pending_progress)
+            lambda: queries.complete(
+                self.alias, slot.claimed, result_json, duration, slot.ctx._pending_progress
+            )
         )
         if not ok:
             raise LostJob()
         self._log_done(slot)
-        signals.job_finished.send(sender=slot.job.job_type, job=slot.job, outcome="done",
-                                  error=None)
+        signals.job_finished.send(
+            sender=slot.job.job_type, job=slot.job, outcome="done", error=None
+        )
         return "done"
 
-    def _fail(self, slot: Slot, job_type: JobType, outcome: str, error_type: str,
-              error: str) -> str:
+    def _fail(
+        self, slot: Slot, job_type: JobType, outcome: str, error_type: str, error: str
+    ) -> str:
         delay = retry_delay(job_type, slot.job.attempts)
-        return self._end(slot, job_type, outcome=outcome, error_type=error_type, error=error,
-                         delay=delay)
+        return self._end(
+            slot, job_type, outcome=outcome, error_type=error_type, error=error, delay=delay
+        )
 
-    def _end(self, slot: Slot, job_type: JobType | None, *, outcome: str, error_type: str,
-             error: str, final: str = "auto", delay: float = 0.0,
-             duration_ms: int | None = None) -> str:
+    def _end(
+        self,
+        slot: Slot,
+        job_type: JobType | None,
+        *,
+        outcome: str,
+        error_type: str,
+        error: str,
+        final: str = "auto",
+        delay: float = 0.0,
+        duration_ms: int | None = None,
+    ) -> str:
         duration = self._ms(slot) if duration_ms is None else duration_ms
         status = self._with_db_retry(
-            lambda: queries.end_attempt(self.alias, slot.claimed, outcome=outcome,
-                                        error_type=error_type, error=error,
-                                        duration_ms=duration, delay=delay, final=final)
+            lambda: queries.end_attempt(
+                self.alias,
+                slot.claimed,
+                outcome=outcome,
+                error_type=error_type,
+                error=error,
+                duration_ms=duration,
+                delay=delay,
+                final=final,
+            )
         )
         job = slot.job
         if status is None:
-            logger.warning("job %s %s attempt %s was lost (rescued elsewhere); its %s outcome "
-                           "was discarded", job.id, job.job_type, job.attempts, outcome)
+            logger.warning(
+                "job %s %s attempt %s was lost (rescued elsewhere); its %s outcome was discarded",
+                job.id,
+                job.job_type,
+                job.attempts,
+                outcome,
+            )
             return "lost"
         first_line = error.strip().splitlines()[-1] if error.strip() else error_type
         if status == "ready":
-            logger.warning("job %s %s attempt %s/%s failed (%s), retry in %.0f s: %s", job.id,
-                           job.job_type, job.attempts, job.max_attempts, outcome, delay,
-                           first_line)
+            logger.warning(
+                "job %s %s attempt %s/%s failed (%s), retry in %.0f s: %s",
+                job.id,
+                job.job_type,
+                job.attempts,
+                job.max_attempts,
+                outcome,
+                delay,
+                first_line,
+            )
             name = "retry"
         else:
             log = logger.info if status == "cancelled" else logger.error
-            log("job %s %s attempt %s/%s %s (%s) after %s ms: %s", job.id, job.job_type,
-                job.attempts, job.max_attempts, status, outcome, duration, first_line)
+            log(
+                "job %s %s attempt %s/%s %s (%s) after %s ms: %s",
+                job.id,
+                job.job_type,
+                job.attempts,
+                job.max_attempts,
+                status,
+                outcome,
+                duration,
+                first_line,
+            )
             name = status
         signals.job_finished.send(sender=job.job_type, job=job, outcome=name, error=error)
         return name
 
-    def _serialize_result(self, slot: Slot, result: Any) -> str | None | object:
+    def _serialize_result(self, slot: Slot, result: Any) -> str | None:
         if result is None:
             return None
         try:
             return json.dumps(result, cls=DjangoJSONEncoder, allow_nan=False)
         except (TypeError, ValueError, RecursionError):
-            return _UNSERIALIZABLE
-
-    def _result_error(self, slot: Slot, result: Any) -> str:
-        return (f"job type {slot.job.job_type!r} returned a value that is not "
-                f"JSON-serialisable: {type(result).__name__} {result!r:.200}")
+            raise ResultNotSerializable(
+                f"job type {slot.job.job_type!r} returned a value that is not "
+                f"JSON-serialisable: {type(result).__name__} {result!r:.200}"
+            ) from None
 
     def _ms(self, slot: Slot) -> int:
         return int((time.monotonic() - slot.started) * 1000)
 
     def _log_done(self, slot: Slot) -> None:
         job = slot.job
-        logger.info("job %s %s attempt %s/%s done in %s ms", job.id, job.job_type, job.attempts,
-                    job.max_attempts, self._ms(slot))
+        logger.info(
+            "job %s %s attempt %s/%s done in %s ms",
+            job.id,
+            job.job_type,
+            job.attempts,
+            job.max_attempts,
+            self._ms(slot),
+        )
 
     def _drop_broken_connections(self) -> None:
         for conn in connections.all(initialized_only=True):
@@ -297,12 +373,12 @@ class JobRunner:
                 if failures >= 8:
                     raise
                 wait = self.on_db_error(failures)
-                logger.warning("database unavailable while recording a job outcome; retrying "
-                               "in %.1f s", wait, exc_info=True)
+                logger.warning(
+                    "database unavailable while recording a job outcome; retrying in %.1f s",
+                    wait,
+                    exc_info=True,
+                )
                 time.sleep(wait)
             except DatabaseError:
                 connections[self.alias].close()
                 raise
-
-
-_UNSERIALIZABLE = object()

@@ -54,7 +54,8 @@ class Listener(threading.Thread):
                 self.listening.clear()
                 failures += 1
                 delay = min(0.5 * 2**failures, 10.0)
-                logger.warning("LISTEN connection lost; reconnecting in %.1f s", delay,
-                               exc_info=failures == 1)
+                logger.warning(
+                    "LISTEN connection lost; reconnecting in %.1f s", delay, exc_info=failures == 1
+                )
                 self.stopping.wait(delay)
         self.listening.clear()

@@ -27,8 +27,14 @@ def reap_stale(alias: str, stale_after: float) -> list[queries.Rescued] | None:
     """Rescue stale jobs once and log each one. None when another worker holds the lock."""
     rescued = queries.rescue_stale(alias, stale_after)
     for job in rescued or []:
-        logger.warning("rescued job %s %s attempt %s from worker %s: now %s", job.job_id,
-                       job.job_type, job.attempt, job.worker_id, job.status)
+        logger.warning(
+            "rescued job %s %s attempt %s from worker %s: now %s",
+            job.job_id,
+            job.job_type,
+            job.attempt,
+            job.worker_id,
+            job.status,
+        )
     return rescued
 
 
@@ -42,8 +48,9 @@ def prune_finished(alias: str) -> dict[str, int]:
 class Periodic:
     """Runs ``action`` every ``interval`` seconds; the first run is after ``first_delay``."""
 
-    def __init__(self, interval: float | None, action: Callable[[], object],
-                 first_delay: float = 0.0) -> None:
+    def __init__(
+        self, interval: float | None, action: Callable[[], object], first_delay: float = 0.0
+    ) -> None:
         self.interval = interval
         self.action = action
         self.next_run = time.monotonic() + first_delay
@@ -91,8 +98,9 @@ class Maintenance(threading.Thread):
             task.run(now)
         except DatabaseError:
             connections[self.worker.alias].close()
-            logger.warning("maintenance step %s failed; will retry", task.action.__name__,
-                           exc_info=True)
+            logger.warning(
+                "maintenance step %s failed; will retry", task.action.__name__, exc_info=True
+            )
         except Exception:
             logger.exception("unexpected error in maintenance step %s", task.action.__name__)
 
@@ -101,8 +109,13 @@ class Maintenance(threading.Thread):
         slots = worker.running_slots()
         claims = [s.claimed for s in slots if not s.abandoned]
         result = queries.heartbeat(
-            worker.alias, worker.worker_id, claims, hostname=worker.hostname, pid=worker.pid,
-            queues=worker.queues, concurrency=worker.concurrency,
+            worker.alias,
+            worker.worker_id,
+            claims,
+            hostname=worker.hostname,
+            pid=worker.pid,
+            queues=worker.queues,
+            concurrency=worker.concurrency,
         )
         for slot in slots:
             if slot.abandoned:
@@ -110,8 +123,10 @@ class Maintenance(threading.Thread):
             if slot.claimed.job_id in result.cancel_requested:
                 slot.ctx._cancel_event.set()
             elif slot.claimed.job_id not in result.alive and slot.state != "done":
-                logger.warning("job %s is no longer held by this worker (rescued elsewhere?)",
-                               slot.claimed.job_id)
+                logger.warning(
+                    "job %s is no longer held by this worker (rescued elsewhere?)",
+                    slot.claimed.job_id,
+                )
 
     def rescue(self) -> None:
         reap_stale(self.worker.alias, self.worker.stale_timeout)
@@ -145,8 +160,12 @@ class Watchdog(threading.Thread):
                 continue
             if slot.interrupted_at is None and now >= slot.deadline:
                 if slot.interrupt():
-                    logger.warning("job %s %s passed its timeout of %s s: interrupting",
-                                   slot.job.id, slot.job.job_type, slot.job.timeout_seconds)
+                    logger.warning(
+                        "job %s %s passed its timeout of %s s: interrupting",
+                        slot.job.id,
+                        slot.job.job_type,
+                        slot.job.timeout_seconds,
+                    )
             elif slot.interrupted_at is not None and now >= slot.interrupted_at + self.grace:
                 self.abandon(slot)
 
@@ -157,23 +176,32 @@ class Watchdog(threading.Thread):
                 return
             slot.abandoned = True
         job = slot.job
-        logger.error("job %s %s did not stop within %s s of its timeout (blocked outside "
-                     "Python?): abandoning its thread and starting a replacement", job.id,
-                     job.job_type, self.grace)
-        from .executor import retry_delay
+        logger.error(
+            "job %s %s did not stop within %s s of its timeout (blocked outside "
+            "Python?): abandoning its thread and starting a replacement",
+            job.id,
+            job.job_type,
+            self.grace,
+        )
         from ..registry import registry
+        from .executor import retry_delay
 
         try:
             queries.end_attempt(
-                self.worker.alias, slot.claimed, outcome=AttemptOutcome.TIMEOUT,
+                self.worker.alias,
+                slot.claimed,
+                outcome=AttemptOutcome.TIMEOUT,
                 error_type="JobTimeout",
-                error=(f"job ran past its timeout of {job.timeout_seconds} s and did not stop "
-                       f"within {self.grace} s of being interrupted; its thread was abandoned"),
+                error=(
+                    f"job ran past its timeout of {job.timeout_seconds} s and did not stop "
+                    f"within {self.grace} s of being interrupted; its thread was abandoned"
+                ),
                 duration_ms=int((time.monotonic() - slot.started) * 1000),
                 delay=retry_delay(registry.get(job.job_type), job.attempts),
             )
         except DatabaseError:
             connections[self.worker.alias].close()
-            logger.warning("could not record the timeout of job %s; it will be rescued",
-                           job.id, exc_info=True)
+            logger.warning(
+                "could not record the timeout of job %s; it will be rescued", job.id, exc_info=True
+            )
         self.worker.replace_executor(slot)

@@ -141,8 +141,12 @@ def complete(
     with _cursor(alias) as cursor:
         cursor.execute(
             _COMPLETE,
-            [result_json, duration_ms, json.dumps(progress) if progress else None,
-             *claimed.params()],
+            [
+                result_json,
+                duration_ms,
+                json.dumps(progress) if progress else None,
+                *claimed.params(),
+            ],
         )
         return bool(cursor.rowcount == 1)
 

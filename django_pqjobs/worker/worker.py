@@ -122,8 +122,11 @@ class Worker:
         if self.install_signal_handlers:
             self._install_signal_handlers()
         logger.info(
-            "worker %s starting: concurrency %s, queues %s%s", self.worker_id, self.concurrency,
-            ", ".join(self.queues) if self.queues else "(all)", ", burst" if self.burst else "",
+            "worker %s starting: concurrency %s, queues %s%s",
+            self.worker_id,
+            self.concurrency,
+            ", ".join(self.queues) if self.queues else "(all)",
+            ", burst" if self.burst else "",
         )
         self._start_threads()
         self.started.set()
@@ -131,8 +134,9 @@ class Worker:
             self._loop()
         finally:
             self._shutdown()
-        logger.info("worker %s stopped after %s jobs %s", self.worker_id, self.claimed_total,
-                    self.outcomes)
+        logger.info(
+            "worker %s stopped after %s jobs %s", self.worker_id, self.claimed_total, self.outcomes
+        )
         return 0
 
     # --- the claim loop ------------------------------------------------------------------
@@ -158,8 +162,12 @@ class Worker:
                 connections[self.alias].close()
                 delay = self.loop_error_delays.delay(error_streak)
                 error_streak += 1
-                logger.warning("claiming jobs failed (attempt %s); retrying in %.1f s",
-                               error_streak, delay, exc_info=error_streak == 1)
+                logger.warning(
+                    "claiming jobs failed (attempt %s); retrying in %.1f s",
+                    error_streak,
+                    delay,
+                    exc_info=error_streak == 1,
+                )
                 self._stopping.wait(delay)
                 continue
             if jobs:
@@ -179,8 +187,9 @@ class Worker:
 
     def _dispatch(self, jobs: list[Job]) -> None:
         for job in jobs:
-            ctx = JobContext(job=job, worker_id=self.worker_id, attempt=job.attempts,
-                             using=self.alias)
+            ctx = JobContext(
+                job=job, worker_id=self.worker_id, attempt=job.attempts, using=self.alias
+            )
             if job.cancel_requested_at is not None:
                 ctx._cancel_event.set()
             slot = Slot(job=job, ctx=ctx, claimed=Claimed.of(job))
@@ -192,8 +201,11 @@ class Worker:
     # --- executor threads ----------------------------------------------------------------
 
     def _start_executor(self) -> threading.Thread:
-        thread = threading.Thread(target=self._execute_forever, daemon=True,
-                                  name=f"pqjobs-executor-{len(self._executors) + 1}")
+        thread = threading.Thread(
+            target=self._execute_forever,
+            daemon=True,
+            name=f"pqjobs-executor-{len(self._executors) + 1}",
+        )
         self._executors.append(thread)
         thread.start()
         return thread
@@ -211,14 +223,17 @@ class Worker:
                     outcome = runner.run(slot)
                 except Exception:
                     outcome = "error"
-                    logger.exception("could not record the outcome of job %s; it stays "
-                                     "running until rescued", slot.job.id)
+                    logger.exception(
+                        "could not record the outcome of job %s; it stays running until rescued",
+                        slot.job.id,
+                    )
                 with slot.lock:
                     abandoned = slot.abandoned
                     slot.state = "done"
                 if abandoned:
-                    logger.warning("abandoned job %s finally returned; its outcome was "
-                                   "discarded", slot.job.id)
+                    logger.warning(
+                        "abandoned job %s finally returned; its outcome was discarded", slot.job.id
+                    )
                     return  # a replacement thread already took this thread's place
                 self._finished(slot, outcome)
                 if getattr(me, "pqjobs_retired", False):
@@ -258,8 +273,9 @@ class Worker:
         self._stopping.set()
         deadline = time.monotonic() + self.shutdown_timeout
         if self._slots:
-            logger.info("waiting up to %.0f s for %s running jobs", self.shutdown_timeout,
-                        len(self._slots))
+            logger.info(
+                "waiting up to %.0f s for %s running jobs", self.shutdown_timeout, len(self._slots)
+            )
         while self._slots and time.monotonic() < deadline and self._signals_seen < 2:
             self._capacity.wait(0.1)
             self._capacity.clear()
@@ -284,14 +300,16 @@ class Worker:
         for attempt in range(3):
             try:
                 released = queries.release(self.alias, claims)
-                logger.warning("released %s unfinished jobs back to ready: %s", len(released),
-                               released)
+                logger.warning(
+                    "released %s unfinished jobs back to ready: %s", len(released), released
+                )
                 return
             except CONNECTION_ERRORS:
                 connections[self.alias].close()
                 time.sleep(0.5 * (attempt + 1))
-        logger.error("could not release %s jobs; they will be rescued after the stale timeout",
-                     len(claims))
+        logger.error(
+            "could not release %s jobs; they will be rescued after the stale timeout", len(claims)
+        )
 
     def _install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -301,8 +319,11 @@ class Worker:
         self._signals_seen += 1
         name = signal.Signals(signum).name
         if self._signals_seen == 1:
-            logger.warning("%s received: finishing running jobs (up to %.0f s), send again to "
-                           "exit now", name, self.shutdown_timeout)
+            logger.warning(
+                "%s received: finishing running jobs (up to %.0f s), send again to exit now",
+                name,
+                self.shutdown_timeout,
+            )
             self.stop()
         else:
             logger.warning("%s received again: exiting immediately", name)

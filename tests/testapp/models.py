@@ -12,7 +12,13 @@ class Effect(models.Model):
     worker = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
+    def __str__(self) -> str:
+        return self.key
+
 
 class Counter(models.Model):
     name = models.CharField(max_length=100, unique=True)
     value = models.IntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.value}"

@@ -15,9 +15,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         for status in ("done", "failed", "cancelled"):
-            parser.add_argument(f"--{status}", type=duration, default=None,
-                                help=f"keep {status} jobs this long, e.g. 7d (default: "
-                                     f"PQJOBS['RETENTION']['{status}'])")
+            parser.add_argument(
+                f"--{status}",
+                type=duration,
+                default=None,
+                help=f"keep {status} jobs this long, e.g. 7d (default: "
+                f"PQJOBS['RETENTION']['{status}'])",
+            )
 
     def handle(self, *args: Any, **options: Any) -> None:
         from ...worker import queries

@@ -17,9 +17,13 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--older-than", type=duration, default=None,
-                            help="heartbeat age that counts as stale, e.g. 20m "
-                                 "(default: PQJOBS['STALE_TIMEOUT'] / WORKER_STALE_TIMEOUT)")
+        parser.add_argument(
+            "--older-than",
+            type=duration,
+            default=None,
+            help="heartbeat age that counts as stale, e.g. 20m "
+            "(default: PQJOBS['STALE_TIMEOUT'] / WORKER_STALE_TIMEOUT)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         from ...worker.maintenance import reap_stale
@@ -32,7 +36,8 @@ class Command(BaseCommand):
             self.stdout.write("another worker is rescuing stale jobs right now; nothing done")
             return
         for job in rescued:
-            self.stdout.write(f"job {job.job_id} {job.job_type} attempt {job.attempt} "
-                              f"(worker {job.worker_id}) -> {job.status}")
-        self.stdout.write(f"rescued {len(rescued)} stale job(s) (no heartbeat for "
-                          f"{stale:g} s)")
+            self.stdout.write(
+                f"job {job.job_id} {job.job_type} attempt {job.attempt} "
+                f"(worker {job.worker_id}) -> {job.status}"
+            )
+        self.stdout.write(f"rescued {len(rescued)} stale job(s) (no heartbeat for {stale:g} s)")

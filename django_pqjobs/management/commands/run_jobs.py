@@ -21,21 +21,41 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--concurrency", "-c", type=positive_int, default=None,
-                            help="executor threads (default: PQJOBS['CONCURRENCY'] or "
-                                 "WORKER_CONCURRENCY, else 1)")
-        parser.add_argument("--queue", "-q", dest="queues", action="append", type=queue_name,
-                            default=None, help="queue to take jobs from; repeatable "
-                                               "(default: PQJOBS['QUEUES'], else every queue)")
-        parser.add_argument("--burst", action="store_true",
-                            help="run the jobs that are due, then exit")
-        parser.add_argument("--max-jobs", type=positive_int, default=None,
-                            help="exit after claiming this many jobs")
-        parser.add_argument("--worker-id", default=None,
-                            help="name shown in locked_by and the admin (default: host-pid-rand)")
-        parser.add_argument("--shutdown-timeout", type=duration, default=None,
-                            help="grace period for running jobs at shutdown, e.g. 30s "
-                                 "(default: PQJOBS['SHUTDOWN_TIMEOUT'])")
+        parser.add_argument(
+            "--concurrency",
+            "-c",
+            type=positive_int,
+            default=None,
+            help="executor threads (default: PQJOBS['CONCURRENCY'] or WORKER_CONCURRENCY, else 1)",
+        )
+        parser.add_argument(
+            "--queue",
+            "-q",
+            dest="queues",
+            action="append",
+            type=queue_name,
+            default=None,
+            help="queue to take jobs from; repeatable "
+            "(default: PQJOBS['QUEUES'], else every queue)",
+        )
+        parser.add_argument(
+            "--burst", action="store_true", help="run the jobs that are due, then exit"
+        )
+        parser.add_argument(
+            "--max-jobs", type=positive_int, default=None, help="exit after claiming this many jobs"
+        )
+        parser.add_argument(
+            "--worker-id",
+            default=None,
+            help="name shown in locked_by and the admin (default: host-pid-rand)",
+        )
+        parser.add_argument(
+            "--shutdown-timeout",
+            type=duration,
+            default=None,
+            help="grace period for running jobs at shutdown, e.g. 30s "
+            "(default: PQJOBS['SHUTDOWN_TIMEOUT'])",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         from ...worker.worker import Worker
@@ -72,5 +92,6 @@ def _configure_logging(verbosity: int) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     log.addHandler(handler)
-    log.setLevel(logging.DEBUG if verbosity >= 3 else logging.INFO if verbosity >= 1 else
-                 logging.WARNING)
+    log.setLevel(
+        logging.DEBUG if verbosity >= 3 else logging.INFO if verbosity >= 1 else logging.WARNING
+    )

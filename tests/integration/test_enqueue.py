@@ -1,0 +1,235 @@
+"""Enqueueing against real PostgreSQL: transactions, dedupe under concurrency, bulk, NOTIFY."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import psycopg
+import pytest
+from django.db import connection, connections, transaction
+from django.test import override_settings
+from django.utils import timezone
+
+from django_pqjobs import (
+    DuplicateJob,
+    PayloadError,
+    enqueue_job,
+    enqueue_many,
+    enqueue_on_commit,
+    signals,
+)
+from django_pqjobs.models import Job
+from django_pqjobs.worker import queries
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_enqueue_returns_the_id_and_stores_every_option():
+    run_at = timezone.now() + timedelta(hours=1)
+    job_id = enqueue_job(
+        "t",
+        {"a": 1},
+        queue="q",
+        priority=3,
+        run_after=run_at,
+        max_attempts=2,
+        timeout=timedelta(seconds=9),
+        dedupe_key="k",
+    )
+    job = Job.objects.get(pk=job_id)
+    assert (job.job_type, job.payload, job.queue, job.priority, job.max_attempts) == (
+        "t",
+        {"a": 1},
+        "q",
+        3,
+        2,
+    )
+    assert (job.timeout_seconds, job.dedupe_key, job.status, job.attempts) == (9, "k", "ready", 0)
+    assert abs((job.run_after - run_at).total_seconds()) < 0.001
+
+
+def test_delay_is_computed_on_the_database_clock():
+    job_id = enqueue_job("t", delay=90)
+    job = Job.objects.get(pk=job_id)
+    assert 89.9 < (job.run_after - job.created_at).total_seconds() < 90.1
+
+
+def test_rolled_back_transaction_leaves_no_job():
+    with pytest.raises(RuntimeError), transaction.atomic():
+        enqueue_job("t", {"n": 1})
+        raise RuntimeError("business error")
+    assert not Job.objects.exists()
+
+
+def test_enqueue_on_commit_waits_for_the_commit():
+    with transaction.atomic():
+        enqueue_on_commit("t", {"n": 1})
+        assert not Job.objects.exists()
+    assert Job.objects.get().payload == {"n": 1}
+    with pytest.raises(RuntimeError), transaction.atomic():
+        enqueue_on_commit("t", {"n": 2})
+        raise RuntimeError
+    assert Job.objects.count() == 1
+
+
+def test_enqueue_on_commit_validates_the_payload_immediately():
+    with transaction.atomic(), pytest.raises(PayloadError, match="'t'"):
+        enqueue_on_commit("t", {"bad": object()})
+    assert not Job.objects.exists()
+
+
+def test_bad_payload_loses_nothing_in_the_surrounding_transaction():
+    from shop.models import Order
+
+    with transaction.atomic():
+        Order.objects.create(email="a@b.c", total=1)
+        with pytest.raises(PayloadError):
+            enqueue_job("t", {"bad": {1, 2}})
+        enqueue_job("t", {"good": True})  # the transaction is still usable
+    assert Order.objects.count() == 1
+    assert Job.objects.get().payload == {"good": True}
+
+
+def test_oversized_payload_is_refused():
+    with (
+        override_settings(PQJOBS={"PAYLOAD_MAX_BYTES": 1000}),
+        pytest.raises(PayloadError, match="over the limit"),
+    ):
+        enqueue_job("big", {"x": "y" * 2000})
+    assert not Job.objects.exists()
+
+
+def _hammer(n: int, fn) -> list:
+    results: list = []
+    errors: list = []
+    barrier = threading.Barrier(n)
+
+    def run() -> None:
+        try:
+            barrier.wait()
+            results.append(fn())
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return [results, errors]
+
+
+def test_fifty_threads_skip_dedupe_to_one_active_job():
+    results, errors = _hammer(50, lambda: enqueue_job("t", dedupe_key="same", dedupe="skip"))
+    assert not errors
+    assert len(set(results)) == 1
+    assert Job.objects.active().count() == 1 and Job.objects.count() == 1
+
+
+def test_fifty_threads_error_dedupe_one_wins_others_get_duplicate_job():
+    results, errors = _hammer(50, lambda: enqueue_job("t", dedupe_key="same", dedupe="error"))
+    assert len(results) == 1
+    assert len(errors) == 49 and all(isinstance(e, DuplicateJob) for e in errors)
+    assert {e.existing_id for e in errors} == set(results)
+    assert "already has an active job" in str(errors[0])
+
+
+def test_fifty_threads_replace_dedupe_leave_one_active_job():
+    results, errors = _hammer(
+        50,
+        lambda: enqueue_job("t", {"v": threading.get_ident()}, dedupe_key="same", dedupe="replace"),
+    )
+    assert not errors
+    assert Job.objects.active().count() == 1
+    assert Job.objects.filter(status="cancelled").count() == Job.objects.count() - 1
+    active = Job.objects.active().get()
+    assert active.pk in results
+
+
+def test_replace_cancels_a_ready_job_but_never_a_running_one():
+    first = enqueue_job("t", {"v": 1}, dedupe_key="k")
+    second = enqueue_job("t", {"v": 2}, dedupe_key="k", dedupe="replace")
+    assert second != first
+    assert Job.objects.get(pk=first).status == "cancelled"
+    assert "replaced" in Job.objects.get(pk=first).last_error
+    queries.claim("default", "w", None, 1)
+    third = enqueue_job("t", {"v": 3}, dedupe_key="k", dedupe="replace")
+    assert third == second
+    assert Job.objects.get(pk=second).status == "running"
+
+
+def test_dedupe_key_is_free_again_once_the_job_finished():
+    first = enqueue_job("t", dedupe_key="k")
+    Job.objects.filter(pk=first).update(status="done")
+    second = enqueue_job("t", dedupe_key="k")
+    assert second != first
+    assert enqueue_job("other-type", dedupe_key="k") not in (first, second)
+
+
+def test_dedupe_per_job_type_default(settings):
+    from tests.testapp.jobs import noop  # noqa: F401 - registered types
+
+    settings.PQJOBS = {**settings.PQJOBS, "DEDUPE": "error"}
+    enqueue_job("t", dedupe_key="k")
+    with pytest.raises(DuplicateJob):
+        enqueue_job("t", dedupe_key="k")
+
+
+def test_enqueue_many_inserts_in_order_and_skips_duplicates():
+    existing = enqueue_job("t", dedupe_key="b")
+    ids = enqueue_many(
+        "t", [{"i": 0}, {"i": 1}, {"i": 2}, {"i": 3}], dedupe_keys=[None, "b", "c", "c"], priority=4
+    )
+    assert ids[1] == existing and ids[2] == ids[3]
+    assert len(set(ids)) == 3
+    assert Job.objects.get(pk=ids[0]).payload == {"i": 0}
+    assert Job.objects.get(pk=ids[2]).payload == {"i": 2}
+    assert Job.objects.count() == 3
+    assert set(Job.objects.values_list("priority", flat=True)) == {0, 4}
+    assert enqueue_many("t", []) == []
+
+
+def test_enqueue_many_keeps_payload_order_without_keys():
+    ids = enqueue_many("t", [{"i": i} for i in range(500)])
+    payloads = dict(Job.objects.values_list("pk", "payload"))
+    assert [payloads[i]["i"] for i in ids] == list(range(500))
+
+
+def test_enqueue_many_refuses_bad_input_before_inserting_anything():
+    with pytest.raises(PayloadError, match="'t'"):
+        enqueue_many("t", [{"ok": 1}, {"bad": object()}])
+    from django_pqjobs import InvalidJobOption
+
+    with pytest.raises(InvalidJobOption, match="dedupe_keys"):
+        enqueue_many("t", [{}, {}], dedupe_keys=["a"])
+    assert not Job.objects.exists()
+
+
+def test_enqueue_sends_notify_on_commit():
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    with psycopg.connect(**params, autocommit=True) as listener:
+        listener.execute("LISTEN pqjobs")
+        with transaction.atomic():
+            enqueue_job("t", queue="emails")
+            assert list(listener.notifies(timeout=0.2)) == []
+        notes = list(listener.notifies(timeout=2, stop_after=1))
+    assert [n.payload for n in notes] == ["emails"]
+
+
+def test_job_enqueued_signal():
+    seen = []
+
+    def receiver(sender, job_id, job_type, created, **kwargs):
+        seen.append((sender, job_id, created))
+
+    signals.job_enqueued.connect(receiver)
+    try:
+        first = enqueue_job("t", dedupe_key="k")
+        enqueue_job("t", dedupe_key="k")
+    finally:
+        signals.job_enqueued.disconnect(receiver)
+    assert seen == [("t", first, True), ("t", first, False)]

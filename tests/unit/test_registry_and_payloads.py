@@ -1,0 +1,187 @@
+import datetime
+import decimal
+import uuid
+
+import pytest
+from django.test import override_settings
+
+from django_pqjobs import InvalidJobOption, JobTypeAlreadyRegistered, PayloadError, job
+from django_pqjobs.enqueue import prepare, serialize_payload
+from django_pqjobs.policies import StepBackoff
+from django_pqjobs.registry import registry
+
+
+@pytest.fixture
+def cleanup_types():
+    names: list[str] = []
+    yield names
+    for name in names:
+        registry.unregister(name)
+
+
+def test_job_registers_with_options(cleanup_types):
+    cleanup_types.append("unit.options")
+
+    @job(
+        "unit.options",
+        queue="emails",
+        priority=7,
+        max_attempts=2,
+        timeout=30,
+        backoff=[1, 2],
+        dedupe="replace",
+        atomic=True,
+    )
+    def handler(ctx):
+        return None
+
+    jt = registry.get("unit.options")
+    assert jt is not None
+    assert (jt.queue, jt.priority, jt.max_attempts, jt.timeout, jt.dedupe, jt.atomic) == (
+        "emails",
+        7,
+        2,
+        30.0,
+        "replace",
+        True,
+    )
+    assert isinstance(jt.backoff, StepBackoff)
+    assert handler.job_type == "unit.options"
+
+
+def test_autodiscovered_jobs_modules_are_registered():
+    assert "send_receipt" in registry  # testproject/shop/jobs.py
+    assert "tests.noop" in registry  # tests/testapp/jobs.py
+    assert registry.get("tests.async_echo").is_async
+
+
+def test_duplicate_registration_names_both_functions(cleanup_types):
+    cleanup_types.append("unit.dup")
+
+    @job("unit.dup")
+    def first(ctx):
+        return None
+
+    with pytest.raises(JobTypeAlreadyRegistered, match=r"first.*second"):
+
+        @job("unit.dup")
+        def second(ctx):
+            return None
+
+
+def test_default_name_is_the_dotted_path(cleanup_types):
+    @job()
+    def unnamed(ctx):
+        return None
+
+    cleanup_types.append(unnamed.job_type)
+    assert unnamed.job_type.endswith("test_default_name_is_the_dotted_path.<locals>.unnamed")
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"queue": ""}, "queue"),
+        ({"priority": "high"}, "priority"),
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"timeout": -3}, "timeout"),
+        ({"backoff": "sometimes"}, "backoff"),
+        ({"dedupe": "merge"}, "dedupe"),
+    ],
+)
+def test_bad_job_options_fail_at_declaration(options, message):
+    with pytest.raises(InvalidJobOption, match=message):
+        job("unit.bad", **options)
+
+
+def test_bare_decorator_is_refused():
+    with pytest.raises(InvalidJobOption, match="bare"):
+
+        @job
+        def handler(ctx):
+            return None
+
+
+def test_payload_uses_djangos_encoder():
+    payload = {
+        "when": datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC),
+        "amount": decimal.Decimal("1.10"),
+        "id": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+    }
+    text = serialize_payload("t", payload)
+    assert '"amount":"1.10"' in text and "12345678-1234" in text and "2026-01-02T03:04:05Z" in text
+    assert serialize_payload("t", None) == "{}"
+
+
+@pytest.mark.parametrize(
+    "payload, message",
+    [
+        ({"f": object()}, "not JSON-serialisable"),
+        ({"s": {1, 2}}, "not JSON-serialisable"),
+        ({"x": float("nan")}, "not JSON-serialisable"),
+        ({"s": "a\x00b"}, "NUL"),
+    ],
+)
+def test_bad_payloads_name_the_job_type(payload, message):
+    with pytest.raises(PayloadError, match=f"'my.type'.*{message}|{message}.*'my.type'"):
+        serialize_payload("my.type", payload)
+
+
+def test_escaped_backslash_u0000_text_is_allowed():
+    assert serialize_payload("t", {"s": "\\u0000"})  # a literal backslash, not a NUL
+
+
+def test_self_referencing_payload_is_refused():
+    loop: dict = {}
+    loop["self"] = loop
+    with pytest.raises(PayloadError, match="'t'"):
+        serialize_payload("t", loop)
+
+
+def test_oversized_payload_reports_size_and_limit():
+    with (
+        override_settings(PQJOBS={"PAYLOAD_MAX_BYTES": 100}),
+        pytest.raises(PayloadError, match=r"'big'.*over the limit of 100 bytes"),
+    ):
+        serialize_payload("big", {"blob": "x" * 200})
+
+
+def test_prepare_fills_defaults_from_job_type_then_settings():
+    prepared = prepare("send_receipt", {"order_id": 1})
+    assert (prepared.queue, prepared.max_attempts, prepared.timeout) == ("emails", 5, 60.0)
+    prepared = prepare("not.registered")
+    assert (prepared.queue, prepared.priority, prepared.max_attempts, prepared.dedupe) == (
+        "default",
+        0,
+        5,
+        "skip",
+    )
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"delay": -1}, "delay"),
+        ({"delay": "soon"}, "delay"),
+        ({"run_after": "tomorrow"}, "run_after"),
+        ({"run_after": datetime.datetime(2030, 1, 1)}, "timezone-aware"),
+        ({"run_after": datetime.datetime.now(datetime.UTC), "delay": 5}, "not both"),
+        ({"dedupe_key": ""}, "dedupe_key"),
+        ({"dedupe_key": "k" * 256}, "dedupe_key"),
+        ({"dedupe": "merge"}, "dedupe"),
+        ({"priority": 2**40}, "priority"),
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"timeout": 0}, "timeout"),
+        ({"queue": ""}, "queue"),
+    ],
+)
+def test_prepare_refuses_bad_options(options, message):
+    with pytest.raises(InvalidJobOption, match=message):
+        prepare("t", {}, **options)
+
+
+def test_job_type_name_is_validated():
+    with pytest.raises(InvalidJobOption, match="job_type"):
+        prepare("", {})
+    with pytest.raises(InvalidJobOption, match="job_type"):
+        prepare(None, {})  # type: ignore[arg-type]
