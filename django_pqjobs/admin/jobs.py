@@ -1,0 +1,1 @@
+"""Admin for jobs: list, filters, actions (retry, cancel, run now), job page, dashboard."""

@@ -1,0 +1,1 @@
+"""Admin for recurring schedules."""
