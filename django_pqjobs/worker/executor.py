@@ -234,8 +234,7 @@ class JobRunner:
                 self.alias, slot.claimed, result_json, self._ms(slot), slot.ctx._pending_progress
             ):
                 raise LostJob()
-        self._log_done(slot)
-        return "done"
+        return self._report_done(slot)
 
     # --- recording outcomes ----------------------------------------------------------------
 
@@ -250,11 +249,7 @@ class JobRunner:
         )
         if not ok:
             raise LostJob()
-        self._log_done(slot)
-        signals.job_finished.send(
-            sender=slot.job.job_type, job=slot.job, outcome="done", error=None
-        )
-        return "done"
+        return self._report_done(slot)
 
     def _fail(
         self, slot: Slot, job_type: JobType, outcome: str, error_type: str, error: str
@@ -343,7 +338,7 @@ class JobRunner:
     def _ms(self, slot: Slot) -> int:
         return int((time.monotonic() - slot.started) * 1000)
 
-    def _log_done(self, slot: Slot) -> None:
+    def _report_done(self, slot: Slot) -> str:
         job = slot.job
         logger.info(
             "job %s %s attempt %s/%s done in %s ms",
@@ -353,6 +348,8 @@ class JobRunner:
             job.max_attempts,
             self._ms(slot),
         )
+        signals.job_finished.send(sender=job.job_type, job=job, outcome="done", error=None)
+        return "done"
 
     def _drop_broken_connections(self) -> None:
         for conn in connections.all(initialized_only=True):

@@ -212,7 +212,6 @@ class Worker:
 
     def _execute_forever(self) -> None:
         runner = JobRunner(self.alias, self.loop_error_delays.delay)
-        me = threading.current_thread()
         try:
             while True:
                 slot = self._work.get()
@@ -236,8 +235,6 @@ class Worker:
                     )
                     return  # a replacement thread already took this thread's place
                 self._finished(slot, outcome)
-                if getattr(me, "pqjobs_retired", False):
-                    return
         finally:
             runner.close()
             connections.close_all()
@@ -250,8 +247,6 @@ class Worker:
 
     def replace_executor(self, slot: Slot) -> None:
         """Called by the watchdog after abandoning ``slot``'s thread: keep capacity."""
-        if slot.thread is not None:
-            slot.thread.pqjobs_retired = True  # type: ignore[attr-defined]
         self._finished(slot, "timeout")
         if not self._stopping.is_set():
             self._start_executor()
