@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import threading
 from typing import TYPE_CHECKING, Any
 
 from .conf import conf
@@ -30,8 +29,7 @@ def start_embedded_worker(**options: Any) -> Worker | None:
     from .worker.worker import Worker
 
     worker = Worker(install_signal_handlers=False, **options)
-    thread = threading.Thread(target=worker.run, name="pqjobs-embedded", daemon=True)
-    thread.start()
+    thread = worker.run_in_thread("pqjobs-embedded")
 
     def _stop() -> None:
         worker.stop()

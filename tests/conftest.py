@@ -43,8 +43,7 @@ def worker_factory() -> Iterator[Callable[..., Any]]:
     def start(**options: Any) -> Worker:
         options.setdefault("shutdown_timeout", 2)
         worker = Worker(**options)
-        thread = threading.Thread(target=worker.run, daemon=True)
-        thread.start()
+        thread = worker.run_in_thread()
         assert worker.started.wait(10), "worker did not start"
         if worker.listener is not None:
             worker.listener.listening.wait(5)

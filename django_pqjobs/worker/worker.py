@@ -100,6 +100,7 @@ class Worker:
         self.listener: Listener | None = None
         self.maintenance: Maintenance | None = None
         self.watchdog: Watchdog | None = None
+        self.thread: threading.Thread | None = None
 
     # --- public --------------------------------------------------------------------------
 
@@ -116,6 +117,12 @@ class Worker:
     def running_slots(self) -> list[Slot]:
         with self._slots_lock:
             return list(self._slots.values())
+
+    def run_in_thread(self, name: str = "pqjobs-worker") -> threading.Thread:
+        """Start :meth:`run` in a daemon thread (embedded worker); ``stop()`` ends it."""
+        self.thread = threading.Thread(target=self.run, name=name, daemon=True)
+        self.thread.start()
+        return self.thread
 
     def run(self) -> int:
         """Run until stopped (or drained, in burst mode). Returns the process exit code."""
