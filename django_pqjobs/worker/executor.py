@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
+from django.db import DatabaseError, connections, transaction
 
 from .. import signals
 from ..conf import conf
@@ -30,12 +30,10 @@ from ..errors import JobCancelled, JobTimeout, PermanentError, Retry
 from ..models import AttemptOutcome, Job
 from ..registry import JobType, registry
 from . import queries
+from .db import CONNECTION_ERRORS, reset_connection
 from .queries import Claimed
 
 logger = logging.getLogger("django_pqjobs")
-
-# Errors that mean "the database connection is broken", not "this job is bad".
-CONNECTION_ERRORS = (OperationalError, InterfaceError)
 
 
 class LostJob(Exception):
@@ -366,7 +364,7 @@ class JobRunner:
                 return operation()
             except CONNECTION_ERRORS:
                 failures += 1
-                connections[self.alias].close()
+                reset_connection(self.alias)
                 if failures >= 8:
                     raise
                 wait = self.on_db_error(failures)
@@ -377,5 +375,5 @@ class JobRunner:
                 )
                 time.sleep(wait)
             except DatabaseError:
-                connections[self.alias].close()
+                reset_connection(self.alias)
                 raise

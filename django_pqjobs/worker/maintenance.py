@@ -13,6 +13,7 @@ from django.db import DatabaseError, connections
 from ..conf import conf
 from ..models import AttemptOutcome
 from . import queries
+from .db import reset_connection
 from .executor import Slot
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ class Maintenance(threading.Thread):
         try:
             task.run(now)
         except DatabaseError:
-            connections[self.worker.alias].close()
+            reset_connection(self.worker.alias)
             logger.warning(
                 "maintenance step %s failed; will retry", task.action.__name__, exc_info=True
             )
@@ -200,7 +201,7 @@ class Watchdog(threading.Thread):
                 delay=retry_delay(registry.get(job.job_type), job.attempts),
             )
         except DatabaseError:
-            connections[self.worker.alias].close()
+            reset_connection(self.worker.alias)
             logger.warning(
                 "could not record the timeout of job %s; it will be rescued", job.id, exc_info=True
             )

@@ -20,7 +20,8 @@ from ..context import JobContext
 from ..models import Job
 from ..policies import DelaySequence
 from . import queries
-from .executor import CONNECTION_ERRORS, JobRunner, Slot
+from .db import CONNECTION_ERRORS, reset_connection
+from .executor import JobRunner, Slot
 from .listener import Listener
 from .maintenance import Maintenance, Watchdog
 from .queries import Claimed
@@ -165,16 +166,21 @@ class Worker:
             try:
                 jobs = queries.claim(self.alias, self.worker_id, self.queues, free)
                 error_streak = 0
-            except DatabaseError:
-                connections[self.alias].close()
+            except Exception as exc:
+                # The database restarting or dropping us must not kill the worker; neither
+                # may a bug here, but that one is logged with its traceback every time.
+                reset_connection(self.alias)
                 delay = self.loop_error_delays.delay(error_streak)
                 error_streak += 1
-                logger.warning(
-                    "claiming jobs failed (attempt %s); retrying in %.1f s",
-                    error_streak,
-                    delay,
-                    exc_info=error_streak == 1,
-                )
+                if isinstance(exc, DatabaseError):
+                    logger.warning(
+                        "claiming jobs failed (attempt %s); retrying in %.1f s",
+                        error_streak,
+                        delay,
+                        exc_info=error_streak == 1,
+                    )
+                else:
+                    logger.exception("unexpected error while claiming jobs")
                 self._stopping.wait(delay)
                 continue
             if jobs:
@@ -307,7 +313,7 @@ class Worker:
                 )
                 return
             except CONNECTION_ERRORS:
-                connections[self.alias].close()
+                reset_connection(self.alias)
                 time.sleep(0.5 * (attempt + 1))
         logger.error(
             "could not release %s jobs; they will be rescued after the stale timeout", len(claims)

@@ -270,3 +270,26 @@ def test_max_jobs(worker_factory):
     time.sleep(0.3)
     assert worker.claimed_total == 3
     assert Job.objects.ready().count() == 2
+
+
+def test_claim_errors_are_logged_and_survived(worker_factory, monkeypatch, caplog):
+    from django.db import OperationalError
+
+    from django_pqjobs.worker import queries
+
+    real_claim = queries.claim
+    failures = iter([OperationalError("server closed the connection"), KeyError("bug")])
+
+    def flaky_claim(*args, **kwargs):
+        error = next(failures, None)
+        if error is not None:
+            raise error
+        return real_claim(*args, **kwargs)
+
+    monkeypatch.setattr(queries, "claim", flaky_claim)
+    job_id = enqueue_job("tests.noop")
+    worker_factory()
+    wait_status(job_id, "done")
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("claiming jobs failed" in m for m in messages)
+    assert any("unexpected error while claiming jobs" in m for m in messages)
