@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from .conf import CHECK_IDS, DEFAULTS, VALIDATORS, conf
+from .schedules import checks as _schedule_checks  # noqa: F401 - registers them
 
 
 @register(Tags.compatibility, Tags.database)

@@ -15,6 +15,7 @@ from django.conf import settings
 
 from .durations import to_seconds
 from .policies import BackoffPolicy, DelaySequence, make_backoff, make_delays
+from .schedules.timing import ScheduleSpec, specs_from_setting
 
 DAY = 86400
 
@@ -33,6 +34,9 @@ DEFAULTS: dict[str, Any] = {
     "POLL_INTERVALS": [1, 2, 5, 10],
     "LOOP_ERROR_DELAYS": [0.5, 1, 2, 5, 10],
     "LISTEN_NOTIFY": True,
+    "SCHEDULES": [],
+    "SCHEDULER_INTERVAL": 1,
+    "SCHEDULE_MISFIRE_GRACE": 10,
     "HEARTBEAT_INTERVAL": 10,
     "STALE_TIMEOUT": 1200,
     "REAP_INTERVAL": 60,
@@ -164,6 +168,19 @@ class Settings:
         return float(self._get("REAP_INTERVAL"))
 
     @property
+    def SCHEDULES(self) -> list[ScheduleSpec]:
+        return self._get("SCHEDULES")
+
+    @property
+    def SCHEDULER_INTERVAL(self) -> float | None:
+        return self._get("SCHEDULER_INTERVAL")
+
+    @property
+    def SCHEDULE_MISFIRE_GRACE(self) -> float:
+        return float(self._get("SCHEDULE_MISFIRE_GRACE"))
+
+
+    @property
     def SHUTDOWN_TIMEOUT(self) -> float:
         return float(self._get("SHUTDOWN_TIMEOUT"))
 
@@ -237,6 +254,10 @@ def _dedupe(value: Any, where: str) -> str:
     return str(value)
 
 
+def _schedules(value: Any, where: str) -> list[ScheduleSpec]:
+    return specs_from_setting(value, where)  # ScheduleError is a ValueError
+
+
 def _retention(value: Any, where: str) -> dict[str, float | None]:
     if not isinstance(value, dict):
         raise ValueError(f"{where} must be a dict with keys 'done', 'failed', 'cancelled'")
@@ -265,6 +286,9 @@ VALIDATORS: dict[str, Callable[[Any, str], Any]] = {
     "HEARTBEAT_INTERVAL": _seconds,
     "STALE_TIMEOUT": _seconds,
     "REAP_INTERVAL": _seconds,
+    "SCHEDULES": _schedules,
+    "SCHEDULER_INTERVAL": _optional_seconds,
+    "SCHEDULE_MISFIRE_GRACE": lambda v, where: to_seconds(v, where),
     "SHUTDOWN_TIMEOUT": lambda v, where: to_seconds(v, where),
     "TIMEOUT_GRACE": _seconds,
     "PRUNE_INTERVAL": _optional_seconds,
@@ -291,6 +315,9 @@ CHECK_IDS: dict[str, str] = {
     "HEARTBEAT_INTERVAL": "pqjobs.E024",
     "STALE_TIMEOUT": "pqjobs.E025",
     "REAP_INTERVAL": "pqjobs.E026",
+    "SCHEDULES": "pqjobs.E040",
+    "SCHEDULER_INTERVAL": "pqjobs.E041",
+    "SCHEDULE_MISFIRE_GRACE": "pqjobs.E042",
     "SHUTDOWN_TIMEOUT": "pqjobs.E027",
     "TIMEOUT_GRACE": "pqjobs.E028",
     "PRUNE_INTERVAL": "pqjobs.E029",

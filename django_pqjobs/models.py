@@ -1,4 +1,5 @@
-"""Tables: Job (one row per job), JobAttempt (failure history), WorkerRecord (live workers).
+"""Tables: Job (one row per job), JobAttempt (failure history), WorkerRecord (live workers),
+Schedule (recurring jobs).
 
 Status changes are not made here: they live in ``worker/queries.py`` (the state machine),
 so that every transition can be read in one place.
@@ -86,6 +87,16 @@ class Job(models.Model):
         db_index=False,
         related_name="children",
         help_text="The job whose handler enqueued this one.",
+    )
+    schedule = models.ForeignKey(
+        "Schedule",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        db_constraint=False,
+        db_index=False,
+        related_name="jobs",
+        help_text="The schedule that enqueued this job, if any.",
     )
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
@@ -179,3 +190,90 @@ class WorkerRecord(models.Model):
 
     def __str__(self) -> str:
         return self.worker_id
+
+class OverlapPolicy(models.TextChoices):
+    SKIP = "skip", "Skip a run while the previous one is ready or running"
+    ALLOW = "allow", "Allow overlapping runs"
+
+
+class MisfirePolicy(models.TextChoices):
+    RUN_ONCE = "run_once", "Run once now, then resume the schedule"
+    SKIP = "skip", "Skip missed runs; wait for the next one"
+
+
+class Schedule(models.Model):
+    """A recurring job: a cron expression or a fixed interval (see ``schedules/timing.py``).
+
+    ``declared`` holds what the code (``@job(cron=...)`` or ``PQJOBS['SCHEDULES']``) last
+    declared; it is NULL for schedules created in the admin. Syncing updates a field only
+    when the code changed that field, so admin edits of the others are kept.
+    """
+
+    name = models.CharField(max_length=200, unique=True)
+    job_type = models.CharField(max_length=200)
+    payload = models.JSONField(encoder=DjangoJSONEncoder, default=dict, blank=True)
+    queue = models.CharField(
+        max_length=100, blank=True, default="", help_text="Blank: the job type's queue."
+    )
+    priority = models.IntegerField(
+        null=True, blank=True, help_text="Blank: the job type's priority. Higher runs first."
+    )
+    cron = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        help_text="5 fields (minute hour day month weekday), or 6 with seconds last.",
+    )
+    interval_seconds = models.FloatField(
+        null=True, blank=True, help_text="Run every N seconds (instead of cron)."
+    )
+    timezone = models.CharField(
+        max_length=64, default="UTC", help_text="IANA name the cron fields are read in."
+    )
+    enabled = models.BooleanField(default=True)
+    overlap = models.CharField(
+        max_length=16, choices=OverlapPolicy.choices, default=OverlapPolicy.SKIP
+    )
+    misfire = models.CharField(
+        max_length=16, choices=MisfirePolicy.choices, default=MisfirePolicy.RUN_ONCE
+    )
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    last_job = models.ForeignKey(
+        Job,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+        help_text="May point to a pruned job.",
+    )
+    declared = models.JSONField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "pqjobs_schedule"
+        ordering = ["name"]
+        indexes = [
+            models.Index(
+                fields=["next_run_at"], condition=Q(enabled=True), name="pqjobs_schedule_due"
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(cron="") & Q(interval_seconds__gt=0))
+                | (~Q(cron="") & Q(interval_seconds__isnull=True)),
+                name="pqjobs_schedule_cron_xor_interval",
+            ),
+            models.CheckConstraint(
+                condition=Q(overlap__in=["skip", "allow"]), name="pqjobs_schedule_overlap_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(misfire__in=["run_once", "skip"]),
+                name="pqjobs_schedule_misfire_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .durations import Duration, to_seconds
 from .errors import InvalidJobOption, JobTypeAlreadyRegistered
 from .policies import BackoffPolicy, make_backoff
+from .schedules.timing import ScheduleError, ScheduleSpec, build_spec
 
 if TYPE_CHECKING:
     from .context import JobContext
@@ -38,6 +39,7 @@ class JobType:
     backoff: BackoffPolicy | None = None
     dedupe: str | None = None
     atomic: bool = False
+    schedule: ScheduleSpec | None = None
 
     @property
     def is_async(self) -> bool:
@@ -128,6 +130,12 @@ def job(
     backoff: Any = None,
     dedupe: str | None = None,
     atomic: bool = False,
+    cron: str | None = None,
+    interval: Duration | None = None,
+    timezone: str = "UTC",
+    schedule_payload: Any = None,
+    overlap: str = "skip",
+    misfire: str = "run_once",
 ) -> Callable[[F], F]:
     """Register the decorated function as the handler of job type ``name``.
 
@@ -137,6 +145,13 @@ def job(
     Options set here are the defaults for jobs of this type; ``enqueue_job`` arguments
     override them. ``name`` defaults to the function's dotted path. ``atomic=True`` runs the
     handler and the job's completion in one database transaction.
+
+    ``cron`` (``"0 3 * * *"``; 6 fields = seconds last) or ``interval`` (timedelta or
+    seconds) also declares a schedule named after the job type, synced to the Schedule
+    table when a worker starts: ``timezone`` (IANA name, default UTC) for the cron fields,
+    ``schedule_payload`` for its jobs, ``overlap`` (``"skip"``: no new run while the last is
+    ready/running, or ``"allow"``) and ``misfire`` (``"run_once"`` after downtime, or
+    ``"skip"``). See docs/guides/recurring-jobs.md.
 
     Raises :class:`~django_pqjobs.errors.InvalidJobOption` for a bad option and
     :class:`~django_pqjobs.errors.JobTypeAlreadyRegistered` when another function already
@@ -164,12 +179,36 @@ def job(
     if dedupe is not None:
         options["dedupe"] = validate_dedupe(dedupe, f"{where} dedupe")
 
+    scheduled = cron is not None or interval is not None
+    schedule_options = {
+        "cron": cron,
+        "interval": interval,
+        "timezone": timezone,
+        "payload": schedule_payload,
+        "overlap": overlap,
+        "misfire": misfire,
+    }
+    if scheduled:
+        _schedule_spec(name or "job", schedule_options, where)  # fail at declaration
+    elif (schedule_payload, timezone, overlap, misfire) != (None, "UTC", "skip", "run_once"):
+        raise InvalidJobOption(
+            f"{where}: schedule_payload, timezone, overlap and misfire need cron= or interval="
+        )
+
     def decorator(func: F) -> F:
         if not callable(func):
             raise InvalidJobOption(f"{where} must decorate a function, got {func!r}")
         type_name = name or f"{func.__module__}.{func.__qualname__}"
+        if scheduled:
+            options["schedule"] = _schedule_spec(type_name, schedule_options, where)
         registry.register(JobType(name=type_name, handler=func, **options))
         func.job_type = type_name  # type: ignore[attr-defined]
         return func
 
     return decorator
+
+def _schedule_spec(name: str, options: dict[str, Any], where: str) -> ScheduleSpec:
+    try:
+        return build_spec(name, name, where=where, **options)
+    except ScheduleError as exc:
+        raise InvalidJobOption(str(exc)) from None

@@ -1,4 +1,5 @@
-"""Work beside the executors: heartbeats, stale-job rescue, retention pruning, timeouts."""
+"""Work beside the executors: heartbeats, stale-job rescue, retention pruning, schedules,
+timeouts."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.db import DatabaseError, connections
 
 from ..conf import conf
 from ..models import AttemptOutcome
+from ..schedules.scheduler import Scheduler
 from . import queries
 from .db import reset_connection
 from .executor import Slot
@@ -77,7 +79,9 @@ class Maintenance(threading.Thread):
             Periodic(heartbeat, self.heartbeat),
             Periodic(worker.reap_interval, self.rescue),
             Periodic(conf.PRUNE_INTERVAL, self.prune, first_delay=min(60.0, heartbeat * 6)),
+            Periodic(conf.SCHEDULER_INTERVAL, self.schedule),
         ]
+        self.scheduler = Scheduler(worker.alias)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -134,6 +138,10 @@ class Maintenance(threading.Thread):
 
     def prune(self) -> None:
         prune_finished(self.worker.alias)
+
+    def schedule(self) -> None:
+        """Sync declared schedules (first time), then enqueue the due ones."""
+        self.scheduler.run_pass()
 
 
 class Watchdog(threading.Thread):
