@@ -18,7 +18,7 @@ from django.utils.translation import ngettext
 
 from ..conf import conf
 from ..models import Job, Schedule
-from ..schedules.scheduler import set_enabled, trigger
+from ..schedules.scheduler import database_now, set_enabled, trigger
 from ..schedules.sync import timing_of
 from ..schedules.timing import (
     ScheduleError,
@@ -180,17 +180,30 @@ class ScheduleAdmin(admin.ModelAdmin):
         return obj.declared is not None
 
     def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
+        now = database_now(conf.DATABASE)
         timing_fields = {"cron", "interval_seconds", "timezone", "enabled"}
-        if obj.enabled and (
-            not change or obj.next_run_at is None or timing_fields & set(form.changed_data)
-        ):
-            obj.next_run_at = timing_of(obj).next_after(timezone.now())
-        obj.updated_at = timezone.now()
-        super().save_model(request, obj, form, change)
+        recompute = obj.enabled and (
+            not change or obj.next_run_at is None or bool(timing_fields & set(form.changed_data))
+        )
+        if recompute:
+            obj.next_run_at = timing_of(obj).next_after(now)
+        obj.updated_at = now
+        if not change:
+            obj.save()
+            return
+        # Write only what the form changed: a full save would put back the next_run_at /
+        # last_job read when the page was opened, undoing a run fired meanwhile (which
+        # would then fire a second time).
+        fields = [*form.changed_data, "updated_at"] + (["next_run_at"] if recompute else [])
+        obj.save(update_fields=fields)
 
     @admin.action(description="Enable selected schedules", permissions=["change"])
     def enable_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        count = set_enabled(list(queryset.values_list("pk", flat=True)), True, conf.DATABASE)
+        try:
+            count = set_enabled(list(queryset.values_list("pk", flat=True)), True, conf.DATABASE)
+        except ScheduleError as exc:
+            self.message_user(request, f"Nothing enabled: {exc}", messages.ERROR)
+            return
         self.message_user(
             request,
             ngettext("%d schedule enabled.", "%d schedules enabled.", count) % count,

@@ -74,6 +74,7 @@ def _enqueue(schedule: Schedule, alias: str, dedupe_key: str | None) -> int:
 def fire_due(alias: str | None = None, limit: int = PASS_LIMIT) -> list[Fired]:
     """Enqueue the jobs of every due schedule (one transaction per schedule)."""
     alias = alias or conf.DATABASE
+    _start_new_schedules(alias)
     fired: list[Fired] = []
     for _ in range(limit):
         with transaction.atomic(using=alias):
@@ -88,6 +89,27 @@ def fire_due(alias: str | None = None, limit: int = PASS_LIMIT) -> list[Fired]:
                 break
             fired.append(_fire(schedule, database_now(alias), alias))
     return fired
+
+
+def _start_new_schedules(alias: str) -> None:
+    """Give enabled rows without ``next_run_at`` (created by code or SQL, not by the sync or
+    the admin) their first tick after now."""
+    with transaction.atomic(using=alias):
+        rows = (
+            Schedule.objects.using(alias)
+            .filter(enabled=True, next_run_at__isnull=True)
+            .select_for_update(skip_locked=True)
+        )
+        now = None
+        for schedule in rows:
+            now = now or database_now(alias)
+            try:
+                schedule.next_run_at = timing_of(schedule).next_after(now)
+            except ScheduleError as exc:
+                logger.error("schedule %s is broken (%s); it cannot start", schedule.name, exc)
+                continue
+            schedule.updated_at = now
+            schedule.save(using=alias, update_fields=["next_run_at", "updated_at"])
 
 
 def _fire(schedule: Schedule, now: datetime, alias: str) -> Fired:

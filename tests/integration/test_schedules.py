@@ -137,6 +137,14 @@ def test_concurrent_scheduler_passes_fire_a_due_tick_once():
     assert (schedule.next_run_at - jobs_of(schedule)[0].created_at).total_seconds() > 3500
 
 
+def test_a_row_created_without_next_run_at_gets_its_first_tick():
+    schedule = make_schedule(interval_seconds=60, next_run_at=None)
+    assert fire_due() == []
+    schedule.refresh_from_db()
+    delay = (schedule.next_run_at - database_now("default")).total_seconds()
+    assert 0 < delay <= 60
+
+
 def test_a_finished_tick_is_not_enqueued_again():
     schedule = make_schedule(interval_seconds=3600)
     [fired] = fire_due()
@@ -374,6 +382,30 @@ def test_admin_add_computes_next_run(admin_client):
         row.declared is None
         and 0 < (row.next_run_at - database_now("default")).total_seconds() <= 90
     )
+
+
+def test_admin_save_does_not_undo_a_run_fired_during_the_request(admin_client, monkeypatch):
+    from django_pqjobs.admin.schedules import ScheduleForm
+
+    schedule = make_schedule("a", interval_seconds=3600)
+    fired = []
+    clean = ScheduleForm.clean
+
+    def clean_while_a_worker_fires(form):
+        fired.extend(fire_due())  # after the admin loaded the row, before it saves it
+        return clean(form)
+
+    monkeypatch.setattr(ScheduleForm, "clean", clean_while_a_worker_fires)
+    response = admin_client.post(
+        f"/admin/django_pqjobs/schedule/{schedule.pk}/change/",
+        form_data(name="a", cron="", interval_seconds="3600", payload='{"v": 2}'),
+    )
+    assert response.status_code == 302
+    [run] = fired
+    schedule.refresh_from_db()
+    assert schedule.payload == {"v": 2} and schedule.last_job_id == run.job_id
+    assert schedule.next_run_at == run.tick + timedelta(hours=1)
+    assert fire_due() == []  # the fired tick is not due again
 
 
 def test_admin_actions_enable_disable_run_now(admin_client):
