@@ -100,7 +100,10 @@ def _when(value: datetime | None, tz_name: str | None = None) -> str:
     if tz_name and local.utcoffset():
         text += value.astimezone(ZoneInfo("UTC")).strftime(" (%H:%M:%S UTC)")
     now = timezone.now()
-    relative = f"in {timeuntil(value, now)}" if value > now else f"{timesince(value, now)} ago"
+    if abs((value - now).total_seconds()) < 60:
+        relative = "within a minute" if value > now else "just now"
+    else:
+        relative = f"in {timeuntil(value, now)}" if value > now else f"{timesince(value, now)} ago"
     return f"{text}, {relative}"
 
 

@@ -158,7 +158,7 @@ def test_a_finished_tick_is_not_enqueued_again():
 
 
 def test_overlap_skip_while_the_slow_previous_run_is_active(worker_factory):
-    schedule = make_schedule(job_type="tests.sleep", payload={"seconds": 1.5})
+    schedule = make_schedule(job_type="tests.sleep", payload={"seconds": 3})
     with no_scheduler():
         worker_factory()
         [first] = fire_due()
