@@ -45,6 +45,8 @@ DEFAULTS: dict[str, Any] = {
     "PRUNE_INTERVAL": 3600,
     "RETENTION": {"done": 7 * DAY, "failed": 30 * DAY, "cancelled": 7 * DAY},
     "PAYLOAD_MAX_BYTES": 256 * 1024,
+    "ISOLATION": "thread",
+    "HOOKS": {},
 }
 
 ENVIRONMENT = {
@@ -179,7 +181,6 @@ class Settings:
     def SCHEDULE_MISFIRE_GRACE(self) -> float:
         return float(self._get("SCHEDULE_MISFIRE_GRACE"))
 
-
     @property
     def SHUTDOWN_TIMEOUT(self) -> float:
         return float(self._get("SHUTDOWN_TIMEOUT"))
@@ -199,6 +200,14 @@ class Settings:
     @property
     def PAYLOAD_MAX_BYTES(self) -> int:
         return int(self._get("PAYLOAD_MAX_BYTES"))
+
+    @property
+    def ISOLATION(self) -> str:
+        return str(self._get("ISOLATION"))
+
+    @property
+    def HOOKS(self) -> dict[str, Callable[..., Any]]:
+        return self._get("HOOKS")
 
 
 # --- validators: (raw value, source name) -> normalised value, or ValueError ---------------
@@ -268,6 +277,36 @@ def _retention(value: Any, where: str) -> dict[str, float | None]:
     return {k: _optional_seconds(v, f"{where}[{k!r}]") for k, v in merged.items()}
 
 
+def _isolation(value: Any, where: str) -> str:
+    if value not in ("thread", "process"):
+        raise ValueError(f"{where} must be 'thread' or 'process', got {value!r}")
+    return str(value)
+
+
+HOOK_NAMES = ("pre_execute", "post_execute")
+
+
+def _hooks(value: Any, where: str) -> dict[str, Callable[..., Any]]:
+    from django.utils.module_loading import import_string
+
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} must be a dict with keys {HOOK_NAMES}")
+    unknown = set(value) - set(HOOK_NAMES)
+    if unknown:
+        raise ValueError(f"{where} has unknown keys {sorted(unknown)}; use {HOOK_NAMES}")
+    hooks: dict[str, Callable[..., Any]] = {}
+    for name, target in value.items():
+        if isinstance(target, str):
+            try:
+                target = import_string(target)
+            except ImportError as exc:
+                raise ValueError(f"{where}[{name!r}] cannot be imported: {exc}") from None
+        if not callable(target):
+            raise ValueError(f"{where}[{name!r}] must be a callable or its dotted path")
+        hooks[name] = target
+    return hooks
+
+
 VALIDATORS: dict[str, Callable[[Any, str], Any]] = {
     "DATABASE": _name,
     "LISTEN_DATABASE": _optional_name,
@@ -294,6 +333,8 @@ VALIDATORS: dict[str, Callable[[Any, str], Any]] = {
     "PRUNE_INTERVAL": _optional_seconds,
     "RETENTION": _retention,
     "PAYLOAD_MAX_BYTES": _positive_int,
+    "ISOLATION": _isolation,
+    "HOOKS": _hooks,
 }
 
 # Stable system-check ids, one per setting (documented in docs/reference/settings.md).
@@ -323,6 +364,8 @@ CHECK_IDS: dict[str, str] = {
     "PRUNE_INTERVAL": "pqjobs.E029",
     "RETENTION": "pqjobs.E030",
     "PAYLOAD_MAX_BYTES": "pqjobs.E031",
+    "ISOLATION": "pqjobs.E032",
+    "HOOKS": "pqjobs.E033",
 }
 
 conf = Settings()

@@ -150,6 +150,9 @@ class AttemptOutcome(models.TextChoices):
     LOST = "lost", "Worker lost (rescued)"
     RELEASED = "released", "Released at shutdown"
     CANCELLED = "cancelled", "Cancelled while running"
+    KILLED = "killed", "Process killed (likely out of memory)"
+    CRASHED = "crashed", "Process crashed (signal)"
+    EXITED = "exited", "Process exited early"
 
 
 class JobAttempt(models.Model):
@@ -190,6 +193,7 @@ class WorkerRecord(models.Model):
 
     def __str__(self) -> str:
         return self.worker_id
+
 
 class OverlapPolicy(models.TextChoices):
     SKIP = "skip", "Skip a run while the previous one is ready or running"

@@ -39,6 +39,8 @@ class JobType:
     backoff: BackoffPolicy | None = None
     dedupe: str | None = None
     atomic: bool = False
+    isolation: str | None = None
+    memory_limit: int | None = None
     schedule: ScheduleSpec | None = None
 
     @property
@@ -81,6 +83,33 @@ def validate_dedupe(value: object, what: str) -> str:
     if value not in DEDUPE_STRATEGIES:
         raise InvalidJobOption(f"{what} must be one of {DEDUPE_STRATEGIES}, got {value!r}")
     return str(value)
+
+
+ISOLATION_MODES = ("thread", "process")
+_MEMORY_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+def validate_isolation(value: object, what: str) -> str:
+    if value not in ISOLATION_MODES:
+        raise InvalidJobOption(f"{what} must be one of {ISOLATION_MODES}, got {value!r}")
+    return str(value)
+
+
+def parse_memory(value: object, what: str) -> int:
+    """Bytes from an int or a string such as ``"512M"``, ``"2G"``, ``"65536K"``."""
+    given = value
+    if isinstance(value, str):
+        text = value.strip().upper().removesuffix("B").removesuffix("I")
+        unit = text[-1:] if text[-1:] in _MEMORY_UNITS else ""
+        number = text[: len(text) - len(unit)]
+        if number.isdigit():
+            value = int(number) * _MEMORY_UNITS[unit]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 16 * 1024**2:
+        raise InvalidJobOption(
+            f"{what} must be a number of bytes of at least 16M, or a string like '512M', "
+            f"got {given!r}"
+        )
+    return value
 
 
 class Registry:
@@ -130,6 +159,8 @@ def job(
     backoff: Any = None,
     dedupe: str | None = None,
     atomic: bool = False,
+    isolation: str | None = None,
+    memory_limit: int | str | None = None,
     cron: str | None = None,
     interval: Duration | None = None,
     timezone: str = "UTC",
@@ -143,7 +174,10 @@ def job(
     ``async def``; what it returns (any JSON value) is stored as the job's result.
 
     Options set here are the defaults for jobs of this type; ``enqueue_job`` arguments
-    override them. ``name`` defaults to the function's dotted path. ``atomic=True`` runs the
+    override them. ``name`` defaults to the function's dotted path.
+    ``isolation="process"`` runs each job in a child process that is killed on timeout or
+    cancel; ``memory_limit`` (bytes, or a string like ``"512M"``) caps that process's address
+    space. ``atomic=True`` runs the
     handler and the job's completion in one database transaction.
 
     ``cron`` (``"0 3 * * *"``; 6 fields = seconds last) or ``interval`` (timedelta or
@@ -178,6 +212,17 @@ def job(
             raise InvalidJobOption(str(exc)) from None
     if dedupe is not None:
         options["dedupe"] = validate_dedupe(dedupe, f"{where} dedupe")
+    if isolation is not None:
+        options["isolation"] = validate_isolation(isolation, f"{where} isolation")
+    if memory_limit is not None:
+        options["memory_limit"] = parse_memory(memory_limit, f"{where} memory_limit")
+        if options.get("isolation") != "process":
+            raise InvalidJobOption(f"{where}: memory_limit needs isolation='process'")
+    if atomic and options.get("isolation") == "process":
+        raise InvalidJobOption(
+            f"{where}: atomic=True and isolation='process' cannot be combined (the job's "
+            "transaction lives in the worker, the handler in a child process)"
+        )
 
     scheduled = cron is not None or interval is not None
     schedule_options = {
@@ -206,6 +251,7 @@ def job(
         return func
 
     return decorator
+
 
 def _schedule_spec(name: str, options: dict[str, Any], where: str) -> ScheduleSpec:
     try:

@@ -70,4 +70,10 @@ PQJOBS = {
     "LOOP_ERROR_DELAYS": [0.1, 0.2, 0.5],
     "SHUTDOWN_TIMEOUT": 5,
     "TIMEOUT_GRACE": 1,
+    # Set here, not per test: isolated jobs run in children of a fork server that read the
+    # settings once. The hooks only record jobs whose payload asks for it.
+    "HOOKS": {
+        "pre_execute": "tests.testapp.hooks.pre_execute",
+        "post_execute": "tests.testapp.hooks.post_execute",
+    },
 }

@@ -29,8 +29,9 @@ from ..context import JobContext
 from ..errors import JobCancelled, JobTimeout, PermanentError, Retry
 from ..models import AttemptOutcome, Job
 from ..registry import JobType, registry
-from . import queries
+from . import hooks, queries
 from .db import CONNECTION_ERRORS, reset_connection
+from .isolation import ChildFailure, run_in_child
 from .queries import Claimed
 
 logger = logging.getLogger("django_pqjobs")
@@ -58,6 +59,8 @@ class Slot:
     state: str = "queued"  # queued -> handler -> finishing -> done
     interrupted_at: float | None = None
     abandoned: bool = False
+    isolated: bool = False
+    process: Any = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def enter_handler(self) -> None:
@@ -101,7 +104,7 @@ def _describe(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc))
 
 
-def _error_type(exc: BaseException) -> str:
+def error_type_name(exc: BaseException) -> str:
     """Builtin and django-pqjobs exceptions by class name, others by dotted path."""
     cls = type(exc)
     if cls.__module__ == "builtins" or cls.__module__.startswith("django_pqjobs."):
@@ -117,9 +120,12 @@ def retry_delay(job_type: JobType | None, attempt: int) -> float:
 class JobRunner:
     """Runs one slot's handler and records the outcome. One per executor thread."""
 
-    def __init__(self, alias: str, on_db_error: Callable[[int], float]) -> None:
+    def __init__(
+        self, alias: str, on_db_error: Callable[[int], float], isolation: str = "thread"
+    ) -> None:
         self.alias = alias
         self.on_db_error = on_db_error
+        self.isolation = isolation
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def close(self) -> None:
@@ -147,19 +153,25 @@ class JobRunner:
             try:
                 if job_type.atomic:
                     outcome = self._run_atomic(slot, job_type)
+                elif job_type.isolation == "process" or (
+                    self.isolation == "process" and job_type.isolation is None
+                ):
+                    outcome = self._run_isolated(slot, job_type)
                 else:
                     result = self._call(slot, job_type)
-                    outcome = self._complete(slot, result)
+                    outcome = self._complete(
+                        slot, self._serialize_result(slot, result), slot.ctx._pending_progress
+                    )
             finally:
                 slot.leave_handler()
-        except JobTimeout:
+        except JobTimeout as exc:
             slot.leave_handler()
             return self._fail(
                 slot,
                 job_type,
                 AttemptOutcome.TIMEOUT,
                 "JobTimeout",
-                f"job ran past its timeout of {job.timeout_seconds} s\n",
+                str(exc) or f"job ran past its timeout of {job.timeout_seconds} s",
             )
         except JobCancelled as exc:
             return self._end(
@@ -194,14 +206,16 @@ class JobRunner:
                 slot,
                 job_type,
                 outcome=AttemptOutcome.PERMANENT,
-                error_type=_error_type(exc),
+                error_type=error_type_name(exc),
                 error=_describe(exc),
                 final="failed",
             )
+        except ChildFailure as exc:
+            return self._fail(slot, job_type, exc.outcome, exc.error_type, exc.message)
         except Exception as exc:
             self._drop_broken_connections()
             return self._fail(
-                slot, job_type, AttemptOutcome.ERROR, _error_type(exc), _describe(exc)
+                slot, job_type, AttemptOutcome.ERROR, error_type_name(exc), _describe(exc)
             )
         return outcome
 
@@ -209,6 +223,17 @@ class JobRunner:
 
     def _call(self, slot: Slot, job_type: JobType) -> Any:
         slot.enter_handler()
+        error: BaseException | None = None
+        try:
+            hooks.pre_execute(slot.job)
+            return self._invoke(slot, job_type)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            hooks.post_execute(slot.job, error)
+
+    def _invoke(self, slot: Slot, job_type: JobType) -> Any:
         if not job_type.is_async:
             return job_type.handler(slot.ctx)
         if self._loop is None:
@@ -236,14 +261,44 @@ class JobRunner:
 
     # --- recording outcomes ----------------------------------------------------------------
 
-    def _complete(self, slot: Slot, result: Any) -> str:
+    def _run_isolated(self, slot: Slot, job_type: JobType) -> str:
+        """Run in a child process; translate its report into the job's outcome."""
+        slot.isolated = True
+        report = run_in_child(slot, self.alias, job_type.memory_limit)
         slot.leave_handler()
-        result_json = self._serialize_result(slot, result)
+        if report.kind == "done":
+            return self._complete(slot, report.result_json, report.progress)
+        if report.kind == "retry":
+            delay = report.delay
+            if delay is None:
+                delay = retry_delay(job_type, slot.job.attempts)
+            return self._end(
+                slot,
+                job_type,
+                outcome=AttemptOutcome.ERROR,
+                error_type=report.error_type,
+                error=report.traceback,
+                delay=delay,
+            )
+        if report.kind in ("permanent", "cancelled"):
+            permanent = report.kind == "permanent"
+            return self._end(
+                slot,
+                job_type,
+                outcome=AttemptOutcome.PERMANENT if permanent else AttemptOutcome.CANCELLED,
+                error_type=report.error_type,
+                error=report.traceback,
+                final="failed" if permanent else "cancelled",
+            )
+        return self._fail(slot, job_type, AttemptOutcome.ERROR, report.error_type, report.traceback)
+
+    def _complete(
+        self, slot: Slot, result_json: str | None, progress: dict[str, Any] | None
+    ) -> str:
+        slot.leave_handler()
         duration = self._ms(slot)
         ok = self._with_db_retry(
-            lambda: queries.complete(
-                self.alias, slot.claimed, result_json, duration, slot.ctx._pending_progress
-            )
+            lambda: queries.complete(self.alias, slot.claimed, result_json, duration, progress)
         )
         if not ok:
             raise LostJob()

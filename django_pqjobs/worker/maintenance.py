@@ -165,7 +165,7 @@ class Watchdog(threading.Thread):
 
     def check(self, now: float) -> None:
         for slot in self.worker.running_slots():
-            if slot.deadline is None or slot.abandoned or slot.state != "handler":
+            if slot.deadline is None or slot.abandoned or slot.isolated or slot.state != "handler":
                 continue
             if slot.interrupted_at is None and now >= slot.deadline:
                 if slot.interrupt():

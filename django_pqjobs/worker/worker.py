@@ -60,6 +60,7 @@ class Worker:
         poll_intervals: DelaySequence | None = None,
         listen: bool | None = None,
         database: str | None = None,
+        isolation: str | None = None,
         install_signal_handlers: bool = False,
     ) -> None:
         self.alias = database or conf.DATABASE
@@ -83,6 +84,9 @@ class Worker:
         self.poll_intervals = poll_intervals or conf.POLL_INTERVALS
         self.loop_error_delays = conf.LOOP_ERROR_DELAYS
         self.listen = conf.LISTEN_NOTIFY if listen is None else listen
+        self.isolation = isolation or conf.ISOLATION
+        if self.isolation not in ("thread", "process"):
+            raise ValueError(f"isolation must be 'thread' or 'process', got {self.isolation!r}")
         self.install_signal_handlers = install_signal_handlers
         self.hostname = socket.gethostname()
         self.pid = os.getpid()
@@ -224,7 +228,7 @@ class Worker:
         return thread
 
     def _execute_forever(self) -> None:
-        runner = JobRunner(self.alias, self.loop_error_delays.delay)
+        runner = JobRunner(self.alias, self.loop_error_delays.delay, self.isolation)
         try:
             while True:
                 slot = self._work.get()

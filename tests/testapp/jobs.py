@@ -121,3 +121,66 @@ def swallow_exceptions(ctx: JobContext) -> str:
 def transaction_user(ctx: JobContext) -> None:
     with transaction.atomic():
         Counter.objects.create(name=f"tx:{ctx.job.id}")
+
+
+# --- process isolation -------------------------------------------------------------------
+
+
+@job("tests.iso_echo", isolation="process")
+def iso_echo(ctx: JobContext) -> dict:
+    Effect.objects.create(key=f"iso:{ctx.job.id}:{ctx.attempt}", worker=str(os.getpid()))
+    ctx.set_progress(1, 1, "done in child")
+    return {"pid": os.getpid(), "payload": ctx.job.payload}
+
+
+@job("tests.iso_raise", isolation="process", max_attempts=2, backoff=[0])
+def iso_raise(ctx: JobContext) -> None:
+    raise KeyError(f"missing on attempt {ctx.attempt}")
+
+
+@job("tests.iso_retry", isolation="process")
+def iso_retry(ctx: JobContext) -> dict:
+    if ctx.attempt == 1:
+        raise Retry("try again", delay=0)
+    return {"attempt": ctx.attempt}
+
+
+@job("tests.iso_permanent", isolation="process")
+def iso_permanent(ctx: JobContext) -> None:
+    raise PermanentError("never")
+
+
+@job("tests.iso_segfault", isolation="process", max_attempts=1)
+def iso_segfault(ctx: JobContext) -> None:
+    import ctypes
+
+    ctypes.string_at(0)
+
+
+@job("tests.iso_exit", isolation="process", max_attempts=1)
+def iso_exit(ctx: JobContext) -> None:
+    os._exit(3)
+
+
+@job("tests.iso_sigkill", isolation="process", max_attempts=1)
+def iso_sigkill(ctx: JobContext) -> None:
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@job("tests.iso_memory", isolation="process", memory_limit="256M", max_attempts=1)
+def iso_memory(ctx: JobContext) -> None:
+    hog = bytearray(2 * 1024**3)
+    hog[-1] = 1
+
+
+@job("tests.iso_forever", isolation="process", timeout=1, max_attempts=2, backoff=[0])
+def iso_forever(ctx: JobContext) -> None:
+    while True:
+        pass
+
+
+@job("tests.iso_sleep", isolation="process")
+def iso_sleep(ctx: JobContext) -> None:
+    time.sleep(float(ctx.job.payload.get("seconds", 30)))

@@ -50,6 +50,13 @@ class Command(BaseCommand):
             help="name shown in locked_by and the admin (default: host-pid-rand)",
         )
         parser.add_argument(
+            "--isolation",
+            choices=["thread", "process"],
+            default=None,
+            help="run every job in a thread (default) or in a child process that is killed "
+            "on timeout; @job(isolation=...) overrides per type (PQJOBS['ISOLATION'])",
+        )
+        parser.add_argument(
             "--shutdown-timeout",
             type=duration,
             default=None,
@@ -77,6 +84,7 @@ class Command(BaseCommand):
             burst=options["burst"],
             max_jobs=options["max_jobs"],
             shutdown_timeout=options["shutdown_timeout"],
+            isolation=options["isolation"],
             install_signal_handlers=True,
         )
         code = worker.run()

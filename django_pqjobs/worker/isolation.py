@@ -1,0 +1,177 @@
+"""Process isolation: a job runs in a child process that can be killed.
+
+Children are forked from a *fork server*: a clean process started once, which imports
+Django and the project's apps up front (``django.setup()`` in :mod:`.child`) and never
+opens a database connection. Forking from it is cheap and safe; forking the threaded
+worker itself would copy locks held by other threads and its open connections.
+
+How the child ended is classified for the attempt history:
+
+- a message from the child: success, or the handler's exception (type and traceback);
+- ``timeout``: still running at the deadline, so we killed it;
+- ``killed``: it died of SIGKILL that we did not send (most often the kernel's OOM killer);
+- ``crashed``: it died of another signal (SIGSEGV, SIGABRT, ...);
+- ``exited``: it exited with a status before reporting (``os._exit(3)``, ``sys.exit``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections
+
+from ..errors import JobCancelled, JobTimeout
+
+if TYPE_CHECKING:
+    from multiprocessing.context import ForkServerContext
+
+    from .executor import Slot
+
+POLL_INTERVAL = 0.02
+_context: ForkServerContext | None = None
+_context_lock = threading.Lock()
+
+
+def get_context() -> ForkServerContext:
+    global _context
+    with _context_lock:
+        if _context is None:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(["django_pqjobs.worker.child"])
+            _context = context
+        return _context
+
+
+@dataclass(frozen=True)
+class ChildFailure(Exception):
+    """The child ended without reporting: ``outcome`` is killed, crashed or exited."""
+
+    outcome: str
+    error_type: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class ChildReport:
+    """What the child sent back: ``kind`` is done, retry, permanent, cancelled or error."""
+
+    kind: str
+    result_json: str | None = None
+    error_type: str = ""
+    traceback: str = ""
+    delay: float | None = None
+    progress: dict[str, Any] | None = None
+
+
+def job_fields(slot: Slot) -> dict[str, Any]:
+    job = slot.job
+    return {
+        "id": job.id,
+        "job_type": job.job_type,
+        "queue": job.queue,
+        "payload": job.payload,
+        "priority": job.priority,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "run_after": job.run_after,
+        "timeout_seconds": job.timeout_seconds,
+        "locked_at": job.locked_at,
+        "locked_by": job.locked_by,
+        "dedupe_key": job.dedupe_key,
+        "parent_id": job.parent_id,
+        "created_at": job.created_at,
+    }
+
+
+def classify_exit(exitcode: int | None) -> ChildFailure:
+    if exitcode is not None and exitcode < 0:
+        signum = -exitcode
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        if signum == signal.SIGKILL:
+            return ChildFailure(
+                "killed",
+                "ChildKilled",
+                "the job's process was killed by SIGKILL that the worker did not send "
+                "(most likely the kernel's out-of-memory killer)",
+            )
+        return ChildFailure(
+            "crashed", f"ChildCrashed({name})", f"the job's process crashed: {name}"
+        )
+    return ChildFailure(
+        "exited",
+        "ChildExited",
+        f"the job's process exited with status {exitcode} before reporting a result",
+    )
+
+
+def run_in_child(slot: Slot, alias: str, memory_limit: int | None) -> ChildReport:
+    """Run ``slot``'s job in a forked child; enforce its timeout and cancel requests.
+
+    Raises JobTimeout or JobCancelled after killing the child, or ChildFailure when it died.
+    """
+    context = get_context()
+    parent_end, child_end = context.Pipe(duplex=False)
+    from .child import child_main
+
+    process = context.Process(
+        target=child_main,
+        args=(
+            child_end,
+            job_fields(slot),
+            slot.ctx.worker_id,
+            alias,
+            connections[alias].settings_dict["NAME"],
+            memory_limit,
+        ),
+        name=f"pqjobs-job-{slot.job.id}",
+        daemon=True,
+    )
+    slot.enter_handler()
+    process.start()
+    child_end.close()
+    slot.process = process
+    try:
+        return _wait(slot, process, parent_end)
+    finally:
+        if process.is_alive():
+            process.kill()
+        process.join(5)
+        parent_end.close()
+        slot.process = None
+
+
+def _wait(slot: Slot, process: Any, pipe: Connection) -> ChildReport:
+    while True:
+        if pipe.poll(POLL_INTERVAL):
+            try:
+                report: ChildReport = pipe.recv()
+            except EOFError:
+                process.join(5)
+                raise classify_exit(process.exitcode) from None
+            return report
+        if not process.is_alive():
+            if pipe.poll(0):
+                continue  # it reported, then exited: read the report first
+            raise classify_exit(process.exitcode)
+        if slot.deadline is not None and time.monotonic() >= slot.deadline:
+            process.kill()
+            raise JobTimeout(
+                f"job ran past its timeout of {slot.job.timeout_seconds} s; its process was killed"
+            )
+        if slot.ctx.cancelled:
+            process.kill()
+            raise JobCancelled(
+                f"job {slot.job.id} was cancelled while running; its process was killed"
+            )
