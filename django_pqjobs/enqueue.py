@@ -51,6 +51,7 @@ class PreparedJob:
     dedupe_key: str | None
     dedupe: str
     parent_id: int | None = None
+    schedule_id: int | None = None
 
 
 def serialize_payload(job_type: str, payload: Any) -> str:
@@ -103,6 +104,7 @@ def prepare(
     dedupe_key: str | None = None,
     dedupe: str | None = None,
     parent_id: int | None = None,
+    schedule_id: int | None = None,
 ) -> PreparedJob:
     """Validate arguments and fill defaults (per job type, then ``PQJOBS``)."""
     validate_name(job_type, "job_type")
@@ -152,12 +154,14 @@ def prepare(
         dedupe_key=dedupe_key,
         dedupe=validate_dedupe(dedupe, f"{where} dedupe"),
         parent_id=parent_id,
+        schedule_id=schedule_id,
     )
 
 
 _COLUMNS = (
     "job_type, queue, payload, status, priority, attempts, max_attempts, run_after, "
-    "timeout_seconds, dedupe_key, parent_id, last_error, error_type, created_at, updated_at"
+    "timeout_seconds, dedupe_key, parent_id, schedule_id, last_error, error_type, created_at, "
+    "updated_at"
 )
 _ON_CONFLICT = (
     "ON CONFLICT (job_type, dedupe_key) "
@@ -167,7 +171,7 @@ _INSERT_ONE = f"""
     INSERT INTO pqjobs_job ({_COLUMNS})
     VALUES (%s, %s, %s::jsonb, 'ready', %s, 0, %s,
             COALESCE(%s, now()) + make_interval(secs => %s),
-            %s, %s, %s, '', '', now(), now())
+            %s, %s, %s, %s, '', '', now(), now())
     {_ON_CONFLICT}
     RETURNING id
 """
@@ -203,6 +207,7 @@ def insert(job: PreparedJob, using: str | None = None) -> int:
         job.timeout,
         job.dedupe_key,
         job.parent_id,
+        job.schedule_id,
     ]
     with connections[alias].cursor() as cursor:
         for _ in range(_DEDUPE_RETRIES):
@@ -302,7 +307,7 @@ _INSERT_MANY = f"""
     INSERT INTO pqjobs_job ({_COLUMNS})
     SELECT %s, %s, t.payload::jsonb, 'ready', %s, 0, %s,
            COALESCE(%s, now()) + make_interval(secs => %s),
-           %s, t.dedupe_key, NULL, '', '', now(), now()
+           %s, t.dedupe_key, NULL, NULL, '', '', now(), now()
     FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(payload, dedupe_key, n)
     ORDER BY t.n
     {_ON_CONFLICT}

@@ -16,9 +16,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import ngettext
 
+from ..clock import database_now
 from ..conf import conf
 from ..models import Job, Schedule
-from ..schedules.scheduler import database_now, set_enabled, trigger
+from ..schedules.scheduler import set_enabled, trigger
 from ..schedules.sync import timing_of
 from ..schedules.timing import (
     ScheduleError,

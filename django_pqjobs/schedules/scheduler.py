@@ -14,9 +14,10 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models.functions import Now
 
+from ..clock import database_now
 from ..conf import conf
 from ..enqueue import insert, prepare
 from ..errors import PQJobsError
@@ -40,13 +41,6 @@ class Fired:
     reason: str  # "run", "misfire_run_once", "misfire_skip", "overlap_skip", "error"
 
 
-def database_now(alias: str) -> datetime:
-    with connections[alias].cursor() as cursor:
-        cursor.execute("SELECT now()")
-        value: datetime = cursor.fetchone()[0]
-        return value
-
-
 def previous_run_active(schedule: Schedule, alias: str) -> bool:
     if schedule.last_job_id is None:
         return False
@@ -62,13 +56,9 @@ def _enqueue(schedule: Schedule, alias: str, dedupe_key: str | None) -> int:
         priority=schedule.priority,
         dedupe_key=dedupe_key,
         dedupe="skip",
+        schedule_id=schedule.pk,
     )
-    job_id = insert(job, alias)
-    with connections[alias].cursor() as cursor:
-        cursor.execute(
-            "UPDATE pqjobs_job SET schedule_id = %s WHERE id = %s", [schedule.pk, job_id]
-        )
-    return job_id
+    return insert(job, alias)
 
 
 def fire_due(alias: str | None = None, limit: int = PASS_LIMIT) -> list[Fired]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.db import connections, transaction
 
+from ..clock import database_now
 from ..conf import conf
 from ..models import Schedule
 from ..registry import registry
@@ -53,12 +54,6 @@ def timing_of(schedule: Schedule) -> Timing:
     return Timing.build(schedule.cron or None, schedule.interval_seconds, schedule.timezone)
 
 
-def _database_now(alias: str) -> Any:
-    with connections[alias].cursor() as cursor:
-        cursor.execute("SELECT now()")
-        return cursor.fetchone()[0]
-
-
 def sync_schedules(alias: str | None = None, specs: list[ScheduleSpec] | None = None) -> SyncResult:
     """Create, update and disable rows so the table matches the declarations."""
     alias = alias or conf.DATABASE
@@ -67,7 +62,7 @@ def sync_schedules(alias: str | None = None, specs: list[ScheduleSpec] | None = 
     with transaction.atomic(using=alias):
         with connections[alias].cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [SYNC_LOCK_KEY])
-        now = _database_now(alias)
+        now = database_now(alias)
         rows = {s.name: s for s in Schedule.objects.using(alias).select_for_update()}
         for spec in specs:
             row = rows.get(spec.name)

@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from django.db import connections, transaction
 
+from ..clock import database_now  # noqa: F401 - re-exported for callers of queries
 from ..models import Job
 
 ERROR_TEXT_LIMIT = 10 * 1024
@@ -464,10 +464,3 @@ def prune(
             if count < batch:
                 break
     return deleted
-
-
-def database_now(alias: str) -> datetime:
-    with _cursor(alias) as cursor:
-        cursor.execute("SELECT now()")
-        value: datetime = cursor.fetchone()[0]
-        return value

@@ -6,9 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from ...clock import database_now
 from ...conf import conf
 from ...models import Schedule
-from ...schedules.scheduler import database_now
 from ...schedules.sync import timing_of
 from ...schedules.timing import ScheduleError
 
