@@ -127,7 +127,9 @@ class Maintenance(threading.Thread):
                 continue
             if slot.claimed.job_id in result.cancel_requested:
                 slot.ctx._cancel_event.set()
-            elif slot.claimed.job_id not in result.alive and slot.state != "done":
+            elif slot.claimed.job_id not in result.alive and slot.state == "handler":
+                # Only a handler still running can have lost its job: a slot past its handler
+                # may have just recorded its outcome, which also ends the job's 'running'.
                 logger.warning(
                     "job %s is no longer held by this worker (rescued elsewhere?)",
                     slot.claimed.job_id,
