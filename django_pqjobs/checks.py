@@ -11,7 +11,9 @@ from .conf import CHECK_IDS, DEFAULTS, VALIDATORS, conf
 from .schedules import checks as _schedule_checks  # noqa: F401 - registers them
 
 
-@register(Tags.compatibility, Tags.database)
+# Not tagged 'database': these checks read settings only, and Django 6 runs database-tagged
+# checks only with `check --database`, which would hide a non-PostgreSQL engine.
+@register(Tags.compatibility)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     errors: list[CheckMessage] = []
     user = getattr(settings, "PQJOBS", None)
