@@ -46,6 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "RETENTION": {"done": 7 * DAY, "failed": 30 * DAY, "cancelled": 7 * DAY},
     "PAYLOAD_MAX_BYTES": 256 * 1024,
     "ISOLATION": "thread",
+    "PREFETCH_MAX": 100,
     "HOOKS": {},
 }
 
@@ -202,6 +203,10 @@ class Settings:
         return int(self._get("PAYLOAD_MAX_BYTES"))
 
     @property
+    def PREFETCH_MAX(self) -> int:
+        return int(self._get("PREFETCH_MAX"))
+
+    @property
     def ISOLATION(self) -> str:
         return str(self._get("ISOLATION"))
 
@@ -216,6 +221,12 @@ class Settings:
 def _positive_int(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{where} must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def _non_negative_int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{where} must be a whole number of 0 or more, got {value!r}")
     return value
 
 
@@ -334,6 +345,7 @@ VALIDATORS: dict[str, Callable[[Any, str], Any]] = {
     "RETENTION": _retention,
     "PAYLOAD_MAX_BYTES": _positive_int,
     "ISOLATION": _isolation,
+    "PREFETCH_MAX": _non_negative_int,
     "HOOKS": _hooks,
 }
 
@@ -365,6 +377,7 @@ CHECK_IDS: dict[str, str] = {
     "RETENTION": "pqjobs.E030",
     "PAYLOAD_MAX_BYTES": "pqjobs.E031",
     "ISOLATION": "pqjobs.E032",
+    "PREFETCH_MAX": "pqjobs.E034",
     "HOOKS": "pqjobs.E033",
 }
 

@@ -18,7 +18,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DatabaseError, connections, transaction
@@ -32,7 +32,13 @@ from ..registry import JobType, registry
 from . import hooks, queries
 from .db import CONNECTION_ERRORS, reset_connection
 from .isolation import ChildFailure, run_in_child
-from .queries import Claimed
+from .queries import Claimed, Completion
+
+if TYPE_CHECKING:
+    from .completer import Completer
+
+# run() returns this when a successful outcome was handed to the completer to record.
+DEFERRED = "deferred"
 
 logger = logging.getLogger("django_pqjobs")
 
@@ -121,9 +127,14 @@ class JobRunner:
     """Runs one slot's handler and records the outcome. One per executor thread."""
 
     def __init__(
-        self, alias: str, on_db_error: Callable[[int], float], isolation: str = "thread"
+        self,
+        alias: str,
+        on_db_error: Callable[[int], float],
+        isolation: str = "thread",
+        completer: Completer | None = None,
     ) -> None:
         self.alias = alias
+        self.completer = completer
         self.on_db_error = on_db_error
         self.isolation = isolation
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -297,6 +308,9 @@ class JobRunner:
     ) -> str:
         slot.leave_handler()
         duration = self._ms(slot)
+        if self.completer is not None:
+            self.completer.submit(slot, Completion(slot.claimed, result_json, duration, progress))
+            return DEFERRED
         ok = self._with_db_retry(
             lambda: queries.complete(self.alias, slot.claimed, result_json, duration, progress)
         )

@@ -104,12 +104,14 @@ def claim(alias: str, worker_id: str, queues: Sequence[str] | None, limit: int) 
 
 _FENCE = "id = %s AND status = 'running' AND locked_by = %s AND attempts = %s"
 
-_COMPLETE = f"""
-UPDATE pqjobs_job
-SET status = 'done', result = %s::jsonb, finished_at = now(), duration_ms = %s,
-    heartbeat_at = NULL, updated_at = now(),
-    progress = COALESCE(%s::jsonb, progress)
-WHERE {_FENCE}
+_COMPLETE = """
+UPDATE pqjobs_job AS j
+SET status = 'done', result = t.result::jsonb, finished_at = now(), duration_ms = t.ms,
+    heartbeat_at = NULL, updated_at = now(), progress = COALESCE(t.progress::jsonb, j.progress)
+FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::bigint[], %s::text[])
+     AS t(id, attempt, result, ms, progress)
+WHERE j.id = t.id AND j.status = 'running' AND j.locked_by = %s AND j.attempts = t.attempt
+RETURNING j.id
 """
 
 
@@ -130,6 +132,41 @@ class Claimed:
         return [self.job_id, self.worker_id, self.attempt]
 
 
+@dataclass(frozen=True)
+class Completion:
+    """A successful attempt waiting to be recorded."""
+
+    claimed: Claimed
+    result_json: str | None
+    duration_ms: int
+    progress: dict[str, Any] | None = None
+
+
+def complete_many(alias: str, completions: Sequence[Completion]) -> set[int]:
+    """running → done for many attempts of one worker in one statement.
+
+    Returns the ids recorded; an attempt missing from it was no longer ours (fenced off).
+    """
+    if not completions:
+        return set()
+    worker_ids = {c.claimed.worker_id for c in completions}
+    if len(worker_ids) != 1:
+        raise ValueError(f"complete_many takes one worker's attempts, got {sorted(worker_ids)}")
+    with _cursor(alias) as cursor:
+        cursor.execute(
+            _COMPLETE,
+            [
+                [c.claimed.job_id for c in completions],
+                [c.claimed.attempt for c in completions],
+                [c.result_json for c in completions],
+                [c.duration_ms for c in completions],
+                [json.dumps(c.progress) if c.progress else None for c in completions],
+                worker_ids.pop(),
+            ],
+        )
+        return {int(row[0]) for row in cursor.fetchall()}
+
+
 def complete(
     alias: str,
     claimed: Claimed,
@@ -138,17 +175,8 @@ def complete(
     progress: dict[str, Any] | None = None,
 ) -> bool:
     """running → done. False if the attempt was no longer ours (fenced off)."""
-    with _cursor(alias) as cursor:
-        cursor.execute(
-            _COMPLETE,
-            [
-                result_json,
-                duration_ms,
-                json.dumps(progress) if progress else None,
-                *claimed.params(),
-            ],
-        )
-        return bool(cursor.rowcount == 1)
+    done = complete_many(alias, [Completion(claimed, result_json, duration_ms, progress)])
+    return claimed.job_id in done
 
 
 _END_ATTEMPT = """

@@ -20,13 +20,16 @@ from ..context import JobContext
 from ..models import Job
 from ..policies import DelaySequence
 from . import queries
+from .completer import Completer
 from .db import CONNECTION_ERRORS, reset_connection
-from .executor import JobRunner, Slot
+from .executor import DEFERRED, JobRunner, Slot
 from .listener import Listener
 from .maintenance import Maintenance, Watchdog
 from .queries import Claimed
 
 logger = logging.getLogger("django_pqjobs")
+
+PREFETCH_WINDOW = 0.05  # seconds of work, at the recent job duration, claimed ahead
 
 _STOP = None  # sentinel put on the work queue to stop one executor thread
 
@@ -61,6 +64,7 @@ class Worker:
         listen: bool | None = None,
         database: str | None = None,
         isolation: str | None = None,
+        prefetch_max: int | None = None,
         install_signal_handlers: bool = False,
     ) -> None:
         self.alias = database or conf.DATABASE
@@ -84,6 +88,8 @@ class Worker:
         self.poll_intervals = poll_intervals or conf.POLL_INTERVALS
         self.loop_error_delays = conf.LOOP_ERROR_DELAYS
         self.listen = conf.LISTEN_NOTIFY if listen is None else listen
+        self.prefetch_max = conf.PREFETCH_MAX if prefetch_max is None else prefetch_max
+        self._average_job_seconds: float | None = None
         self.isolation = isolation or conf.ISOLATION
         if self.isolation not in ("thread", "process"):
             raise ValueError(f"isolation must be 'thread' or 'process', got {self.isolation!r}")
@@ -105,6 +111,7 @@ class Worker:
         self.listener: Listener | None = None
         self.maintenance: Maintenance | None = None
         self.watchdog: Watchdog | None = None
+        self.completer: Completer | None = None
         self.thread: threading.Thread | None = None
 
     # --- public --------------------------------------------------------------------------
@@ -157,12 +164,14 @@ class Worker:
         empty_streak = 0
         error_streak = 0
         while not self._stopping.is_set():
-            free = self.concurrency - len(self._slots)
+            capacity = self.concurrency + self._prefetch()
+            free = capacity - len(self._slots)
             if self.max_jobs is not None:
                 free = min(free, self.max_jobs - self.claimed_total)
                 if free <= 0 and not self._slots:
                     return
-            if free <= 0:
+            executors_fed = self._work.qsize() >= self.concurrency
+            if free <= 0 or (executors_fed and free < capacity // 2):
                 self._capacity.wait(1.0)
                 self._capacity.clear()
                 continue
@@ -202,6 +211,23 @@ class Worker:
             if self._wake.wait(delay):
                 empty_streak = 0
 
+    def _prefetch(self) -> int:
+        """How many jobs to claim beyond the free executors.
+
+        Enough to keep the executors busy for ``PREFETCH_WINDOW`` at the recent job
+        duration, so short jobs are claimed in batches; none for jobs that take longer than
+        the window, which would otherwise wait here while another worker sits idle.
+        """
+        average = self._average_job_seconds
+        if not self.prefetch_max or average is None:
+            return 0
+        wanted = self.concurrency * PREFETCH_WINDOW / max(average, 1e-5)
+        return min(self.prefetch_max, int(wanted))
+
+    def _observe(self, seconds: float) -> None:
+        average = self._average_job_seconds
+        self._average_job_seconds = seconds if average is None else average * 0.9 + seconds * 0.1
+
     def _dispatch(self, jobs: list[Job]) -> None:
         for job in jobs:
             ctx = JobContext(
@@ -228,7 +254,7 @@ class Worker:
         return thread
 
     def _execute_forever(self) -> None:
-        runner = JobRunner(self.alias, self.loop_error_delays.delay, self.isolation)
+        runner = JobRunner(self.alias, self.loop_error_delays.delay, self.isolation, self.completer)
         try:
             while True:
                 slot = self._work.get()
@@ -237,6 +263,7 @@ class Worker:
                 assert slot is not None
                 try:
                     outcome = runner.run(slot)
+                    self._observe(time.monotonic() - slot.started)
                 except Exception:
                     outcome = "error"
                     logger.exception(
@@ -251,7 +278,8 @@ class Worker:
                         "abandoned job %s finally returned; its outcome was discarded", slot.job.id
                     )
                     return  # a replacement thread already took this thread's place
-                self._finished(slot, outcome)
+                if outcome != DEFERRED:  # else the completer finishes the slot
+                    self._finished(slot, outcome)
         finally:
             runner.close()
             connections.close_all()
@@ -271,6 +299,8 @@ class Worker:
     # --- lifecycle -----------------------------------------------------------------------
 
     def _start_threads(self) -> None:
+        self.completer = Completer(self.alias, self._finished, self.loop_error_delays.delay)
+        self.completer.start()
         for _ in range(self.concurrency):
             self._start_executor()
         if self.listen:
@@ -283,6 +313,7 @@ class Worker:
 
     def _shutdown(self) -> None:
         self._stopping.set()
+        self._release_unstarted()
         deadline = time.monotonic() + self.shutdown_timeout
         if self._slots:
             logger.info(
@@ -296,6 +327,9 @@ class Worker:
             self._release(leftover)
         for _ in self._executors:
             self._work.put(_STOP)
+        if self.completer is not None:
+            self.completer.stop()
+            self.completer.join(timeout=10)
         for service in (self.listener, self.maintenance, self.watchdog):
             if service is not None:
                 service.stop()
@@ -307,6 +341,21 @@ class Worker:
         except DatabaseError:
             logger.warning("could not remove worker record %s", self.worker_id, exc_info=True)
         connections.close_all()
+
+    def _release_unstarted(self) -> None:
+        """Give back prefetched jobs no executor has started: no reason to run them now."""
+        unstarted: list[Slot] = []
+        while True:
+            try:
+                slot = self._work.get_nowait()
+            except queue.Empty:
+                break
+            if slot is not None:
+                unstarted.append(slot)
+        if unstarted:
+            self._release([s.claimed for s in unstarted])
+            for slot in unstarted:
+                self._finished(slot, "released")
 
     def _release(self, claims: list[Claimed]) -> None:
         for attempt in range(3):

@@ -184,3 +184,9 @@ def iso_forever(ctx: JobContext) -> None:
 @job("tests.iso_sleep", isolation="process")
 def iso_sleep(ctx: JobContext) -> None:
     time.sleep(float(ctx.job.payload.get("seconds", 30)))
+
+
+@job("tests.effect_idempotent")
+def effect_idempotent(ctx: JobContext) -> None:
+    """Like tests.effect, but safe to run twice (the at-least-once way to write a handler)."""
+    Effect.objects.get_or_create(key=f"job:{ctx.job.id}", defaults={"worker": ctx.worker_id})

@@ -53,6 +53,9 @@ def test_settings_are_read_at_access_time():
         ("SHUTDOWN_TIMEOUT", -1),
         ("TIMEOUT_GRACE", 0),
         ("PRUNE_INTERVAL", -1),
+        ("PREFETCH_MAX", -1),
+        ("PREFETCH_MAX", 2.5),
+        ("ISOLATION", "vm"),
     ],
 )
 def test_each_invalid_setting_has_its_stable_check_id(key, value):
