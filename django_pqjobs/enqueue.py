@@ -175,6 +175,11 @@ _INSERT_ONE = f"""
     {_ON_CONFLICT}
     RETURNING id
 """
+# The same INSERT and its NOTIFY in one round trip (delivered when the transaction commits).
+_INSERT_ONE_NOTIFY = f"""
+    WITH inserted AS ({_INSERT_ONE})
+    SELECT id, pg_notify('{NOTIFY_CHANNEL}', %s) FROM inserted
+"""
 _FIND_ACTIVE = """
     SELECT id, status FROM pqjobs_job
     WHERE job_type = %s AND dedupe_key = %s AND status IN ('ready', 'running')
@@ -213,10 +218,12 @@ def insert(job: PreparedJob, using: str | None = None) -> int:
         for _ in range(_DEDUPE_RETRIES):
             if job.dedupe_key is not None and job.dedupe == "replace":
                 cursor.execute(_CANCEL_READY_DUPLICATE, [job.job_type, job.dedupe_key])
-            cursor.execute(_INSERT_ONE, params)
+            if conf.LISTEN_NOTIFY:
+                cursor.execute(_INSERT_ONE_NOTIFY, [*params, job.queue])
+            else:
+                cursor.execute(_INSERT_ONE, params)
             row = cursor.fetchone()
             if row is not None:
-                _notify(cursor, [job.queue])
                 signals.job_enqueued.send(
                     sender=job.job_type, job_id=row[0], job_type=job.job_type, created=True
                 )

@@ -1,0 +1,67 @@
+"""Run the performance scenarios and print a table (see benchmarks/README.md).
+
+DATABASE_URL=postgres://... python benchmarks/run.py [--quick] [--only drain,latency]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.harness import ROOT, Result, setup_django  # noqa: E402
+
+ORDER = ["baseline", "drain", "scale", "enqueue", "latency", "sustained", "memory"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, shorter runs")
+    parser.add_argument("--only", default="", help=f"comma-separated subset of {ORDER}")
+    args = parser.parse_args()
+    chosen = [s.strip() for s in args.only.split(",") if s.strip()] or ORDER
+    unknown = set(chosen) - set(ORDER)
+    if unknown:
+        parser.error(f"unknown scenario(s) {sorted(unknown)}; choose from {ORDER}")
+    setup_django()
+    from benchmarks.scenarios import baseline, drain, enqueue, latency, memory, scale, sustained
+
+    modules = {
+        "baseline": baseline,
+        "drain": drain,
+        "enqueue": enqueue,
+        "latency": latency,
+        "sustained": sustained,
+        "memory": memory,
+    }
+    results: list[Result] = []
+    for name in chosen:
+        if name == "scale":
+            empty = next((r.figure for r in results if r.scenario.startswith("drain")), None)
+            results += scale.run(args.quick, empty)
+        else:
+            results += modules[name].run(args.quick)
+        print(f"... {name} done", file=sys.stderr)
+    base = max((r.figure for r in results if r.scenario.startswith("baseline")), default=None)
+    print(f"{'scenario':<58} {'figure':>10} {'unit':<10} {'target':<16} {'ok':<5} ratio")
+    for r in results:
+        ratio = f"{r.figure / base:.1%}" if base and r.unit == "jobs/s" else ""
+        ok = "-" if r.passed is None else ("PASS" if r.passed else "FAIL")
+        print(f"{r.scenario:<58} {r.figure:>10.1f} {r.unit:<10} {r.target:<16} {ok:<5} {ratio}")
+        if r.notes:
+            print(f"    {r.notes}")
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(exist_ok=True)
+    path = out / f"{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps([asdict(r) for r in results], indent=2, default=str))
+    print(f"results written to {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

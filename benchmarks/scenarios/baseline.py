@@ -1,0 +1,53 @@
+"""The database's own limit: a minimal SQL claim/complete loop on the same table design."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+from django.db import connection
+
+from django_pqjobs import enqueue_many
+from django_pqjobs.worker.queries import _CLAIM
+
+from ..harness import Result, reset_tables
+
+COMPLETE = (
+    "UPDATE pqjobs_job SET status = 'done', finished_at = now(), duration_ms = 0 WHERE id = ANY(%s)"
+)
+
+
+def drain_with_sql(jobs: int, threads: int, batch: int) -> float:
+    reset_tables()
+    enqueue_many("tests.noop", [{}] * jobs)
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    claim = _CLAIM.format(queue_filter="")
+
+    def loop(n: int) -> None:
+        with psycopg.connect(**params, autocommit=True) as conn:
+            while True:
+                rows = conn.execute(claim, [batch, f"baseline-{n}"]).fetchall()
+                if not rows:
+                    return
+                conn.execute(COMPLETE, [[r[0] for r in rows]])
+
+    workers = [threading.Thread(target=loop, args=(n,)) for n in range(threads)]
+    started = time.perf_counter()
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    return jobs / (time.perf_counter() - started)
+
+
+def run(quick: bool) -> list[Result]:
+    jobs = 10_000 if quick else 20_000
+    results = []
+    for batch in (10, 100):
+        rate = drain_with_sql(jobs, 4, batch)
+        results.append(
+            Result(f"baseline: SQL loop, 4 threads, batch {batch}", rate, "jobs/s", "-", None)
+        )
+    return results

@@ -1,0 +1,18 @@
+"""Benchmark settings: the test settings with quiet logging and worker-friendly intervals."""
+
+from tests.settings import *  # noqa: F403
+
+PQJOBS = {
+    **PQJOBS,  # noqa: F405
+    "HOOKS": {},
+    "POLL_INTERVALS": [1, 2, 5, 10],
+    "SHUTDOWN_TIMEOUT": 10,
+    # the sustained scenario prunes done jobs as it goes
+    "RETENTION": {"done": 30, "failed": 3600, "cancelled": 3600},
+    "PRUNE_INTERVAL": 10,
+}
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "loggers": {"django_pqjobs": {"level": "WARNING"}},
+}
