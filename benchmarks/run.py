@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import ROOT, Result, setup_django  # noqa: E402
+from benchmarks.harness import ROOT, Result, setup_django
 
 ORDER = ["baseline", "drain", "scale", "enqueue", "latency", "sustained", "memory"]
 
