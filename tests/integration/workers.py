@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 class WorkerProcess:
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        self.log = tempfile.NamedTemporaryFile("w+", prefix="run_jobs-", suffix=".log")
+        # closed in stop(), which run_jobs() always calls
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="run_jobs-", suffix=".log")  # noqa: SIM115
         environment = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "tests.settings",
