@@ -122,6 +122,11 @@ class Job(models.Model):
                 condition=Q(status__in=["done", "failed", "cancelled"]),
                 name="pqjobs_job_finished",
             ),
+            # The admin's filters with its default newest-first order, and the distinct
+            # values of its job type / queue filters (a loose index scan).
+            models.Index("status", F("id").desc(), name="pqjobs_job_status_id"),
+            models.Index("job_type", F("id").desc(), name="pqjobs_job_type_id"),
+            models.Index("queue", F("id").desc(), name="pqjobs_job_queue_id"),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -170,6 +175,7 @@ class JobAttempt(models.Model):
 
     class Meta:
         db_table = "pqjobs_attempt"
+        indexes = [models.Index("finished_at", name="pqjobs_attempt_finished")]
         ordering = ["job_id", "attempt", "id"]
 
     def __str__(self) -> str:

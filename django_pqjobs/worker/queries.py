@@ -421,41 +421,78 @@ def rescue_stale(alias: str, stale_after: float) -> list[Rescued] | None:
 # --- operator transitions -------------------------------------------------------------------
 
 
-def cancel(alias: str, job_id: int) -> str | None:
-    """ready → cancelled; running → cancel requested. Returns the resulting state.
+@dataclass(frozen=True)
+class Cancelled:
+    cancelled: list[int]  # were ready: now cancelled
+    cancel_requested: list[int]  # were running: their handler / child is asked to stop
 
-    Returns ``"cancelled"``, ``"cancel_requested"``, or None when the job is finished or
-    does not exist.
+
+def cancel_many(alias: str, job_ids: Sequence[int]) -> Cancelled:
+    """ready → cancelled; running → cancel requested. Finished jobs are left alone.
+
+    Each UPDATE re-checks the status under the row lock, so a job claimed by a worker in
+    the meantime gets a cancel request instead of losing its running attempt.
     """
+    ids = list(job_ids)
     with _cursor(alias) as cursor:
         cursor.execute(
             "UPDATE pqjobs_job SET status = 'cancelled', finished_at = now(), updated_at = now() "
-            "WHERE id = %s AND status = 'ready' RETURNING id",
-            [job_id],
+            "WHERE id = ANY(%s) AND status = 'ready' RETURNING id",
+            [ids],
         )
-        if cursor.fetchone():
-            return "cancelled"
+        cancelled = sorted(int(r[0]) for r in cursor.fetchall())
         cursor.execute(
-            "UPDATE pqjobs_job SET cancel_requested_at = COALESCE(cancel_requested_at, now()), "
-            "updated_at = now() WHERE id = %s AND status = 'running' RETURNING id",
-            [job_id],
+            "UPDATE pqjobs_job SET cancel_requested_at = now(), updated_at = now() "
+            "WHERE id = ANY(%s) AND status = 'running' AND cancel_requested_at IS NULL "
+            "RETURNING id",
+            [ids],
         )
-        if cursor.fetchone():
-            return "cancel_requested"
-    return None
+        requested = sorted(int(r[0]) for r in cursor.fetchall())
+    return Cancelled(cancelled, requested)
 
 
-def requeue(alias: str, job_id: int) -> bool:
+def cancel(alias: str, job_id: int) -> str | None:
+    """One job: ``"cancelled"``, ``"cancel_requested"``, or None (finished, unknown, or a
+    cancel was already requested)."""
+    result = cancel_many(alias, [job_id])
+    if result.cancelled:
+        return "cancelled"
+    return "cancel_requested" if result.cancel_requested else None
+
+
+def requeue_many(alias: str, job_ids: Sequence[int]) -> list[int]:
     """failed/cancelled → ready now, attempts reset; the attempt history is kept."""
     with _cursor(alias) as cursor:
         cursor.execute(
             "UPDATE pqjobs_job SET status = 'ready', attempts = 0, run_after = now(), "
             "finished_at = NULL, cancel_requested_at = NULL, locked_by = NULL, "
-            "locked_at = NULL, updated_at = now() "
-            "WHERE id = %s AND status IN ('failed', 'cancelled')",
-            [job_id],
+            "locked_at = NULL, heartbeat_at = NULL, updated_at = now() "
+            "WHERE id = ANY(%s) AND status IN ('failed', 'cancelled') RETURNING id",
+            [list(job_ids)],
         )
-        return bool(cursor.rowcount == 1)
+        return sorted(int(r[0]) for r in cursor.fetchall())
+
+
+def requeue(alias: str, job_id: int) -> bool:
+    return bool(requeue_many(alias, [job_id]))
+
+
+def run_now_many(alias: str, job_ids: Sequence[int]) -> list[int]:
+    """A delayed ready job becomes due now (``run_after = now()``)."""
+    with _cursor(alias) as cursor:
+        cursor.execute(
+            "UPDATE pqjobs_job SET run_after = now(), updated_at = now() "
+            "WHERE id = ANY(%s) AND status = 'ready' AND run_after > now() RETURNING id",
+            [list(job_ids)],
+        )
+        ids = sorted(int(r[0]) for r in cursor.fetchall())
+        if ids:
+            cursor.execute(
+                "SELECT pg_notify(%s, queue) FROM (SELECT DISTINCT queue FROM pqjobs_job "
+                "WHERE id = ANY(%s)) q",
+                ["pqjobs", ids],
+            )
+        return ids
 
 
 # --- retention ------------------------------------------------------------------------------

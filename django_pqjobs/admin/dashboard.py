@@ -1,0 +1,171 @@
+"""The dashboard's numbers (a handful of indexed queries) and its server-drawn SVG chart."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connections
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from ..clock import database_now
+from ..conf import conf
+
+_PER_MINUTE = """
+SELECT date_trunc('minute', finished_at) AS minute,
+       count(*) FILTER (WHERE status = 'done'),
+       count(*) FILTER (WHERE status = 'failed')
+FROM pqjobs_job
+WHERE status IN ('done', 'failed', 'cancelled') AND finished_at > now() - interval '1 hour'
+GROUP BY 1
+"""
+_RETRIES_PER_MINUTE = """
+SELECT date_trunc('minute', finished_at), count(*) FROM pqjobs_attempt
+WHERE finished_at > now() - interval '1 hour' GROUP BY 1
+"""
+_BY_TYPE = """
+SELECT job_type, count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed')
+FROM pqjobs_job
+WHERE status IN ('done', 'failed', 'cancelled') AND finished_at > now() - interval '24 hours'
+GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT 50
+"""
+_ACTIVE = """
+SELECT status, queue, count(*),
+       min(run_after) FILTER (WHERE status = 'ready' AND run_after <= now())
+FROM pqjobs_job WHERE status IN ('ready', 'running') GROUP BY 1, 2 ORDER BY 2, 1
+"""
+_FINISHED_ESTIMATE = """
+SELECT status, count(*) FROM pqjobs_job
+WHERE status IN ('done', 'failed', 'cancelled') AND finished_at > now() - interval '24 hours'
+GROUP BY 1
+"""
+_WORKERS = """
+SELECT w.worker_id, w.hostname, w.pid, w.concurrency, w.queues, w.heartbeat_at,
+       (SELECT count(*) FROM pqjobs_job j WHERE j.status = 'running'
+                                           AND j.locked_by = w.worker_id)
+FROM pqjobs_worker w
+WHERE w.heartbeat_at > now() - make_interval(secs => %s)
+ORDER BY w.worker_id
+"""
+
+
+@dataclass
+class Dashboard:
+    now: datetime
+    active: list[dict[str, Any]]
+    finished_24h: dict[str, int]
+    oldest_ready: datetime | None
+    per_minute: list[tuple[datetime, int, int, int]]
+    by_type: list[dict[str, Any]]
+    workers: list[dict[str, Any]]
+
+    @property
+    def lag_seconds(self) -> float | None:
+        if self.oldest_ready is None:
+            return None
+        return max(0.0, (self.now - self.oldest_ready).total_seconds())
+
+    @property
+    def chart(self) -> SafeString:
+        return throughput_svg(self.per_minute)
+
+
+def _rows(sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+    with connections[conf.DATABASE].cursor() as cursor:
+        cursor.execute(sql, params or [])
+        return list(cursor.fetchall())
+
+
+def collect() -> Dashboard:
+    now = database_now(conf.DATABASE)
+    active = [
+        {"status": s, "queue": q, "count": n, "oldest_due": oldest}
+        for s, q, n, oldest in _rows(_ACTIVE)
+    ]
+    due = [a["oldest_due"] for a in active if a["oldest_due"] is not None]
+    counts = {minute: [done, failed, 0] for minute, done, failed in _rows(_PER_MINUTE)}
+    for minute, retried in _rows(_RETRIES_PER_MINUTE):
+        counts.setdefault(minute, [0, 0, 0])[2] = retried
+    start = now.replace(second=0, microsecond=0) - timedelta(minutes=59)
+    per_minute = []
+    for n in range(60):
+        minute = start + timedelta(minutes=n)
+        done, failed, retried = counts.get(minute, (0, 0, 0))
+        per_minute.append((minute, done, failed, retried))
+    by_type = []
+    for job_type, done, failed in _rows(_BY_TYPE):
+        total = done + failed
+        by_type.append(
+            {
+                "job_type": job_type,
+                "done": done,
+                "failed": failed,
+                "failure_rate": failed / total if total else 0.0,
+            }
+        )
+    workers = [
+        {
+            "worker_id": w,
+            "hostname": h,
+            "pid": pid,
+            "concurrency": c,
+            "queues": q,
+            "heartbeat_at": hb,
+            "running": running,
+        }
+        for w, h, pid, c, q, hb, running in _rows(_WORKERS, [conf.STALE_TIMEOUT])
+    ]
+    return Dashboard(
+        now,
+        active,
+        dict(_rows(_FINISHED_ESTIMATE)),
+        min(due, default=None),
+        per_minute,
+        by_type,
+        workers,
+    )
+
+
+def throughput_svg(per_minute: list[tuple[datetime, int, int, int]]) -> SafeString:
+    """Bars per minute: done (green) stacked under failed and retried attempts (red)."""
+    width, height, pad = 600, 120, 20
+    peak = max((done + failed + retried for _, done, failed, retried in per_minute), default=0)
+    scale = (height - pad) / peak if peak else 0
+    bar = width / max(len(per_minute), 1)
+    shapes = []
+    for n, (minute, done, failed, retried) in enumerate(per_minute):
+        x = n * bar
+        ok_h = done * scale
+        bad_h = (failed + retried) * scale
+        title = f"{minute:%H:%M}: {done} done, {failed} failed, {retried} retried"
+        shapes.append(
+            (
+                f"{x:.1f}",
+                f"{height - ok_h:.1f}",
+                f"{bar - 1:.1f}",
+                f"{ok_h:.1f}",
+                f"{height - ok_h - bad_h:.1f}",
+                f"{bad_h:.1f}",
+                title,
+            )
+        )
+    bars = format_html_join(
+        "",
+        '<g><title>{6}</title><rect x="{0}" y="{1}" width="{2}" height="{3}" fill="#2f855a"/>'
+        '<rect x="{0}" y="{4}" width="{2}" height="{5}" fill="#c53030"/></g>',
+        shapes,
+    )
+    return format_html(
+        '<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" '
+        'role="img" aria-label="jobs finished per minute, last hour">'
+        '<rect width="100%" height="100%" fill="#f7fafc"/>{}'
+        '<text x="4" y="12" font-size="10" fill="#4a5568">peak {} / min</text></svg>',
+        width,
+        height,
+        width,
+        height,
+        bars,
+        peak,
+    )

@@ -1,0 +1,237 @@
+"""The operator console: actions per status, permissions, escaping, job page, dashboard."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.contrib.messages import get_messages
+from django.test import Client
+from django.urls import reverse
+
+from django_pqjobs import enqueue_job
+from django_pqjobs.models import Job, JobAttempt, WorkerRecord
+from django_pqjobs.worker import queries
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CHANGELIST = reverse("admin:django_pqjobs_job_changelist")
+DASHBOARD = reverse("admin:django_pqjobs_job_dashboard")
+
+
+def change_url(job_id: int) -> str:
+    return reverse("admin:django_pqjobs_job_change", args=[job_id])
+
+
+def action_url(job_id: int, action: str) -> str:
+    return reverse("admin:django_pqjobs_job_action", args=[job_id, action])
+
+
+def make_user(name: str, *perms: str, staff: bool = True) -> Client:
+    user = User.objects.create_user(name, password="pw", is_staff=staff)
+    for codename in perms:
+        user.user_permissions.add(Permission.objects.get(codename=codename))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def operator() -> Client:
+    return make_user("operator", "view_job", "change_job")
+
+
+def one_of_each() -> dict[str, int]:
+    """A job in every status (running ones claimed by a fake worker)."""
+    ids = {
+        "ready": enqueue_job("t"),
+        "delayed": enqueue_job("t", delay=3600),
+        "running": enqueue_job("t", priority=100),
+        "failed": enqueue_job("t"),
+        "cancelled": enqueue_job("t"),
+        "done": enqueue_job("t"),
+    }
+    queries.claim("default", "w", None, 1)
+    Job.objects.filter(pk=ids["failed"]).update(status="failed", attempts=5, last_error="boom")
+    JobAttempt.objects.create(job_id=ids["failed"], attempt=5, outcome="error", traceback="tb")
+    Job.objects.filter(pk=ids["cancelled"]).update(status="cancelled")
+    Job.objects.filter(pk=ids["done"]).update(status="done")
+    return ids
+
+
+def messages_of(response) -> list[str]:
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+def bulk(client: Client, action: str, ids: list[int]):
+    return client.post(CHANGELIST, {"action": action, "_selected_action": ids}, follow=True)
+
+
+def test_bulk_retry_changes_failed_and_cancelled_and_skips_the_rest(operator):
+    ids = one_of_each()
+    response = bulk(operator, "retry_action", list(ids.values()))
+    assert messages_of(response) == [
+        "2 jobs put back to ready. 4 skipped: only failed or cancelled jobs retry."
+    ]
+    statuses = dict(Job.objects.values_list("pk", "status"))
+    assert statuses[ids["failed"]] == statuses[ids["cancelled"]] == "ready"
+    assert statuses[ids["running"]] == "running" and statuses[ids["done"]] == "done"
+    assert Job.objects.get(pk=ids["failed"]).attempts == 0
+    assert JobAttempt.objects.filter(job_id=ids["failed"]).count() == 1  # history kept
+
+
+def test_bulk_cancel_cancels_ready_and_asks_running_to_stop(operator):
+    ids = one_of_each()
+    response = bulk(operator, "cancel_action", list(ids.values()))
+    assert messages_of(response) == [
+        "3 jobs cancelled or asked to stop. 3 skipped: already finished (or cancel already "
+        "requested)."
+    ]
+    assert Job.objects.get(pk=ids["ready"]).status == "cancelled"
+    assert Job.objects.get(pk=ids["delayed"]).status == "cancelled"
+    running = Job.objects.get(pk=ids["running"])
+    assert running.status == "running" and running.cancel_requested_at is not None
+
+
+def test_bulk_run_now_only_moves_delayed_ready_jobs(operator):
+    ids = one_of_each()
+    response = bulk(operator, "run_now_action", list(ids.values()))
+    assert messages_of(response) == [
+        "1 job made due now. 5 skipped: only delayed ready jobs can run now."
+    ]
+    delayed = Job.objects.get(pk=ids["delayed"])
+    assert delayed.run_after <= queries.database_now("default")
+
+
+def test_job_page_buttons_post_only_with_csrf(operator):
+    ids = one_of_each()
+    assert operator.get(action_url(ids["failed"], "retry")).status_code == 405
+    csrf_client = Client(enforce_csrf_checks=True)
+    csrf_client.force_login(User.objects.get(username="operator"))
+    assert csrf_client.post(action_url(ids["failed"], "retry")).status_code == 403
+    response = operator.post(action_url(ids["failed"], "retry"), follow=True)
+    assert messages_of(response) == ["1 job put back to ready."]
+    assert Job.objects.get(pk=ids["failed"]).status == "ready"
+    response = operator.post(action_url(ids["done"], "cancel"), follow=True)
+    assert "0 jobs cancelled or asked to stop. 1 skipped" in messages_of(response)[0]
+    assert operator.post(action_url(ids["done"], "explode")).status_code == 403
+
+
+@pytest.mark.parametrize(
+    "who, perms, list_code, page_code, dashboard_code, can_act",
+    [
+        ("anonymous", None, 302, 302, 302, False),
+        ("staff_without_perms", (), 403, 403, 403, False),
+        ("viewer", ("view_job",), 200, 200, 200, False),
+        ("changer", ("view_job", "change_job"), 200, 200, 200, True),
+    ],
+)
+def test_permission_matrix(who, perms, list_code, page_code, dashboard_code, can_act):
+    ids = one_of_each()
+    client = Client() if perms is None else make_user(who, *perms)
+    assert client.get(CHANGELIST).status_code == list_code
+    assert client.get(change_url(ids["failed"])).status_code == page_code
+    assert client.get(DASHBOARD).status_code == dashboard_code
+    response = client.post(action_url(ids["failed"], "retry"))
+    if can_act:
+        assert response.status_code == 302
+        assert Job.objects.get(pk=ids["failed"]).status == "ready"
+    else:
+        assert response.status_code in (302, 403)
+        assert Job.objects.get(pk=ids["failed"]).status == "failed"
+    bulk_response = client.post(
+        CHANGELIST, {"action": "cancel_action", "_selected_action": [ids["ready"]]}
+    )
+    assert Job.objects.get(pk=ids["ready"]).status == ("cancelled" if can_act else "ready")
+    if list_code == 200:
+        page = client.get(CHANGELIST).content.decode()
+        assert ("retry_action" in page) is can_act
+        assert bulk_response.status_code in (200, 302)
+        detail = client.get(change_url(ids["failed"])).content.decode()
+        assert (action_url(ids["failed"], "retry") in detail) is can_act
+        assert 'name="_save"' not in detail  # nothing editable by form
+    assert client.get(reverse("admin:django_pqjobs_job_add")).status_code in (302, 403)
+
+
+def test_everything_a_job_contains_is_escaped(operator):
+    evil = "<script>alert(1)</script>"
+    job_id = enqueue_job(evil, {"note": evil})
+    Job.objects.filter(pk=job_id).update(
+        status="failed",
+        result={"html": evil},
+        last_error=f"ValueError: {evil}",
+        error_type=evil,
+        progress={"done": 1, "total": 2, "message": evil},
+    )
+    JobAttempt.objects.create(
+        job_id=job_id,
+        attempt=1,
+        outcome="error",
+        error_type=evil,
+        traceback=f"Traceback\n{evil}",
+        worker_id=evil,
+    )
+    for url in (CHANGELIST, change_url(job_id), DASHBOARD, f"{CHANGELIST}?job_type=x"):
+        page = operator.get(url).content.decode()
+        assert evil not in page, url
+    page = operator.get(change_url(job_id)).content.decode()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_job_page_shows_payload_result_timeline_tracebacks_and_links(operator):
+    parent = enqueue_job("parent")
+    child = enqueue_job("child", {"k": [1, 2]})
+    Job.objects.filter(pk=child).update(
+        parent_id=parent,
+        status="done",
+        result={"ok": True},
+        progress={"done": 3, "total": 4, "message": "nearly"},
+        finished_at=queries.database_now("default"),
+    )
+    JobAttempt.objects.create(
+        job_id=child,
+        attempt=1,
+        outcome="timeout",
+        worker_id="w1",
+        traceback="Traceback ...\nJobTimeout: too slow",
+        started_at=queries.database_now("default") - timedelta(seconds=5),
+    )
+    page = operator.get(change_url(child)).content.decode()
+    assert "&quot;k&quot;: [" in page and "&quot;ok&quot;: true" in page
+    assert "attempt 1: timeout" in page and "JobTimeout: too slow" in page
+    assert change_url(parent) in page
+    assert "75% nearly" in page
+    assert change_url(child) in operator.get(change_url(parent)).content.decode()
+
+
+def test_list_filters_and_search(operator):
+    a = enqueue_job("alpha", queue="emails", dedupe_key="key-1")
+    b = enqueue_job("beta")
+    Job.objects.filter(pk=b).update(status="failed", last_error="boom")
+    page = operator.get(CHANGELIST).content.decode()
+    assert "?job_type=alpha" in page and "?queue=emails" in page
+    assert f">{a}<" in operator.get(f"{CHANGELIST}?queue=emails").content.decode()
+    failed = operator.get(f"{CHANGELIST}?status__exact=failed").content.decode()
+    assert change_url(b) in failed and change_url(a) not in failed
+    assert change_url(b) in operator.get(f"{CHANGELIST}?has_error=yes").content.decode()
+    assert change_url(a) in operator.get(f"{CHANGELIST}?q=key-1").content.decode()
+    assert change_url(a) in operator.get(f"{CHANGELIST}?q={a}").content.decode()
+
+
+def test_dashboard_shows_depth_lag_throughput_failures_and_workers(operator):
+    enqueue_job("waiting", queue="emails")
+    done = enqueue_job("alpha")
+    failed = enqueue_job("alpha")
+    now = queries.database_now("default")
+    Job.objects.filter(pk=done).update(status="done", finished_at=now)
+    Job.objects.filter(pk=failed).update(status="failed", finished_at=now)
+    WorkerRecord.objects.create(worker_id="host-1-abc", hostname="host", pid=1, concurrency=4)
+    page = operator.get(DASHBOARD).content.decode()
+    assert "<svg" in page and "peak 2 / min" in page
+    assert "emails" in page and "Queue lag" in page
+    assert "alpha" in page and "50 %" in page
+    assert "host-1-abc" in page
+    assert DASHBOARD in operator.get(CHANGELIST).content.decode()
+    app_index = operator.get(reverse("admin:app_list", args=["django_pqjobs"])).content.decode()
+    assert DASHBOARD in app_index
