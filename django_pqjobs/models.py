@@ -122,11 +122,10 @@ class Job(models.Model):
                 condition=Q(status__in=["done", "failed", "cancelled"]),
                 name="pqjobs_job_finished",
             ),
-            # The admin's filters with its default newest-first order, and the distinct
-            # values of its job type / queue filters (a loose index scan).
-            models.Index("status", F("id").desc(), name="pqjobs_job_status_id"),
+            # The admin's job type filter (newest first) and its choices (a loose index
+            # scan). Every index costs each status change, so the other filters do without:
+            # see docs/guides/operating.md.
             models.Index("job_type", F("id").desc(), name="pqjobs_job_type_id"),
-            models.Index("queue", F("id").desc(), name="pqjobs_job_queue_id"),
         ]
         constraints = [
             models.UniqueConstraint(
