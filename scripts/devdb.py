@@ -157,41 +157,15 @@ def ensure_database(port: int) -> None:
         psql = shutil.which("psql")
         if not psql:
             return
+        base = [psql, "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", "postgres"]
         exists = subprocess.run(
-            [
-                psql,
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "-U",
-                "postgres",
-                "-d",
-                "postgres",
-                "-Atc",
-                f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'",
-            ],
+            [*base, "-Atc", f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'"],
             capture_output=True,
             text=True,
             check=True,
         ).stdout.strip()
         if not exists:
-            subprocess.run(
-                [
-                    psql,
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    str(port),
-                    "-U",
-                    "postgres",
-                    "-d",
-                    "postgres",
-                    "-qc",
-                    f"CREATE DATABASE {DATABASE}",
-                ],
-                check=True,
-            )
+            subprocess.run([*base, "-qc", f"CREATE DATABASE {DATABASE}"], check=True)
         return
     with psycopg.connect(
         host="127.0.0.1", port=port, user="postgres", dbname="postgres", autocommit=True
