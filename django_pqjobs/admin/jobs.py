@@ -29,6 +29,7 @@ from . import display
 from .dashboard import collect
 from .filters import HasErrorFilter, JobTypeFilter, QueueFilter
 from .pagination import EstimatedCountPaginator
+from .search import HELP_TEXT, job_search
 
 
 def _report(
@@ -110,8 +111,9 @@ class JobAdmin(admin.ModelAdmin):
         ("created_at", admin.DateFieldListFilter),
         ("finished_at", admin.DateFieldListFilter),
     ]
-    search_fields = ["=id", "=job_type", "=dedupe_key", "=locked_by"]
-    search_help_text = "Exact id, job type, dedupe key or worker."
+    # Shows the search box; the search itself is job_search (every branch indexed).
+    search_fields = ["=id"]
+    search_help_text = HELP_TEXT
     ordering = ["-id"]
     list_per_page = 50
     show_full_result_count = False
@@ -167,6 +169,11 @@ class JobAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).using(conf.DATABASE)
 
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        return job_search(queryset, search_term), False
+
     # --- list columns ------------------------------------------------------------------------
 
     @admin.display(description="status", ordering="status")
@@ -211,9 +218,12 @@ class JobAdmin(admin.ModelAdmin):
         if job.parent_id:
             url = reverse("admin:django_pqjobs_job_change", args=[job.parent_id])
             parts.append(format_html('parent: <a href="{}">job {}</a>', url, job.parent_id))
+        # A child is enqueued after its parent, so walking the primary key upwards from the
+        # parent finds the children early (parent_id itself has no index).
         children = list(
             Job.objects.using(conf.DATABASE)
-            .filter(parent_id=job.pk)
+            .filter(parent_id=job.pk, pk__gt=job.pk)
+            .order_by("pk")
             .values_list("pk", flat=True)[:20]
         )
         if children:
