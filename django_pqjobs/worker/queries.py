@@ -470,7 +470,9 @@ def requeue_many(alias: str, job_ids: Sequence[int]) -> list[int]:
             "WHERE id = ANY(%s) AND status IN ('failed', 'cancelled') RETURNING id",
             [list(job_ids)],
         )
-        return sorted(int(r[0]) for r in cursor.fetchall())
+        ids = sorted(int(r[0]) for r in cursor.fetchall())
+        _wake(cursor, ids)
+        return ids
 
 
 def requeue(alias: str, job_id: int) -> bool:
@@ -486,13 +488,18 @@ def run_now_many(alias: str, job_ids: Sequence[int]) -> list[int]:
             [list(job_ids)],
         )
         ids = sorted(int(r[0]) for r in cursor.fetchall())
-        if ids:
-            cursor.execute(
-                "SELECT pg_notify(%s, queue) FROM (SELECT DISTINCT queue FROM pqjobs_job "
-                "WHERE id = ANY(%s)) q",
-                ["pqjobs", ids],
-            )
+        _wake(cursor, ids)
         return ids
+
+
+def _wake(cursor: Any, job_ids: list[int]) -> None:
+    """NOTIFY the queues of jobs that just became due, so idle workers claim them now."""
+    if job_ids:
+        cursor.execute(
+            "SELECT pg_notify(%s, queue) FROM (SELECT DISTINCT queue FROM pqjobs_job "
+            "WHERE id = ANY(%s)) q",
+            ["pqjobs", job_ids],
+        )
 
 
 # --- retention ------------------------------------------------------------------------------

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import psycopg
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.contrib.messages import get_messages
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
@@ -102,6 +104,35 @@ def test_bulk_run_now_only_moves_delayed_ready_jobs(operator):
     ]
     delayed = Job.objects.get(pk=ids["delayed"])
     assert delayed.run_after <= queries.database_now("default")
+
+
+def test_retry_wakes_idle_workers_of_the_job_queue(operator):
+    job_id = enqueue_job("t", queue="emails")
+    Job.objects.filter(pk=job_id).update(status="failed")
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    with psycopg.connect(**params, autocommit=True) as listener:
+        listener.execute("LISTEN pqjobs")
+        operator.post(action_url(job_id, "retry"))
+        notes = list(listener.notifies(timeout=2, stop_after=1))
+    assert [n.payload for n in notes] == ["emails"]
+
+
+def test_search_matches_id_type_active_dedupe_key_and_running_worker(operator):
+    ids = one_of_each()  # the running one is claimed by worker "w"
+    deduped = enqueue_job("other", dedupe_key="order:7")
+
+    def found(term: str) -> set[int]:
+        page = operator.get(CHANGELIST, {"q": term}).content.decode()
+        return {pk for pk in [*ids.values(), deduped] if change_url(pk) in page}
+
+    assert found(str(ids["failed"])) == {ids["failed"]}
+    assert found("other") == {deduped}
+    assert found("order:7") == {deduped}
+    assert found("w") == {ids["running"]}
+    assert found("nothing") == set()
+    Job.objects.filter(pk=deduped).update(status="done")  # finished: its key binds nothing
+    assert found("order:7") == set()
 
 
 def test_job_page_buttons_post_only_with_csrf(operator):
