@@ -15,6 +15,15 @@ for arg in "$@"; do
 done
 source scripts/_venv.sh "test"
 
+# No DATABASE_URL and no PostgreSQL binaries on this machine: devdb.py falls back to the
+# `pgserver` package (a PostgreSQL in a wheel), installed here into .venv.
+if [ -z "${DATABASE_URL:-}" ] && ! command -v initdb >/dev/null 2>&1 &&
+    ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 &&
+    ! "$PY" -c 'import pgserver' >/dev/null 2>&1; then
+    echo "==> no PostgreSQL binaries found: installing pgserver into .venv"
+    "$PY" -m pip install --quiet pgserver
+fi
+
 DATABASE_URL="$("$PY" scripts/devdb.py url --prefer embedded)"
 export DATABASE_URL
 echo "==> database: $DATABASE_URL"

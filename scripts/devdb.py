@@ -38,6 +38,13 @@ def fail(message: str) -> None:
 
 
 def accepting(port: int, host: str = "127.0.0.1") -> bool:
+    """pg_isready when installed (it checks the server accepts sessions), else a TCP connect."""
+    pg_isready = shutil.which("pg_isready")
+    if pg_isready:
+        ready = subprocess.run(
+            [pg_isready, "-q", "-h", host, "-p", str(port), "-t", "2"], check=False
+        )
+        return ready.returncode == 0
     try:
         with socket.create_connection((host, port), timeout=1):
             return True
@@ -75,7 +82,13 @@ def as_owner(command: list[str]) -> list[str]:
 
 
 def make_reachable(path: Path) -> None:
-    """The `postgres` user must be able to walk to .pgdata even under /root (mode 700)."""
+    """Let the `postgres` user walk to .pgdata when the repository is under a root-only dir.
+
+    As root, initdb and the server run as `postgres` (they refuse to run as root), and the
+    data directory must be reachable by that user even when the clone lives under /root
+    (mode 700). We add only the search bit (o+x) to each parent directory: `postgres` can
+    then traverse to .pgdata but still cannot list or read anything in those directories.
+    """
     if os.geteuid() != 0:
         return
     for parent in [*reversed(path.parents)]:

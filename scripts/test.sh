@@ -8,6 +8,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 source scripts/_venv.sh "test,lint"
 
+if [ -z "${DATABASE_URL:-}" ] && ! command -v initdb >/dev/null 2>&1 &&
+    ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 &&
+    ! (command -v pg_isready >/dev/null 2>&1 && pg_isready -q -h 127.0.0.1 -p 5432) &&
+    ! "$PY" -c 'import pgserver' >/dev/null 2>&1; then
+    echo "==> no PostgreSQL found: installing pgserver into .venv"
+    "$PY" -m pip install --quiet pgserver
+fi
 DATABASE_URL="$("$PY" scripts/devdb.py url --prefer system)"
 export DATABASE_URL
 echo "==> database: $DATABASE_URL"
@@ -25,6 +32,7 @@ step() {
 step "ruff check" "$VENV/bin/ruff" check django_pqjobs tests testproject benchmarks scripts
 step "ruff format --check" "$VENV/bin/ruff" format --check django_pqjobs tests testproject benchmarks scripts
 step "mypy" "$VENV/bin/mypy"
-step "migrations are up to date" env DJANGO_SETTINGS_MODULE=tests.settings \
+step "migrations are up to date" "$PY" testproject/manage.py makemigrations --check --dry-run
+step "migrations are up to date (test apps)" env DJANGO_SETTINGS_MODULE=tests.settings \
     "$PY" -m django makemigrations --check --dry-run
 step "pytest" "$PY" -m pytest "$@"
