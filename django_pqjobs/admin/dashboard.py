@@ -25,21 +25,21 @@ _RETRIES_PER_MINUTE = """
 SELECT date_trunc('minute', finished_at), count(*) FROM pqjobs_attempt
 WHERE finished_at > now() - interval '1 hour' GROUP BY 1
 """
-_BY_TYPE = """
-SELECT job_type, count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'failed')
-FROM pqjobs_job
+# One range scan of the finished-jobs index serves both the per-type table and the totals:
+# its cost grows with the jobs finished in the last 24 h (about 300 ms per million).
+_LAST_DAY = """
+SELECT job_type, status, count(*) FROM pqjobs_job
 WHERE status IN ('done', 'failed', 'cancelled') AND finished_at > now() - interval '24 hours'
-GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT 50
+GROUP BY 1, 2
 """
+# One arm per status, so each is served by its partial index (claim / running) however
+# many finished rows the table holds; "status IN (...)" would read the whole table.
 _ACTIVE = """
-SELECT status, queue, count(*),
-       min(run_after) FILTER (WHERE status = 'ready' AND run_after <= now())
-FROM pqjobs_job WHERE status IN ('ready', 'running') GROUP BY 1, 2 ORDER BY 2, 1
-"""
-_FINISHED_ESTIMATE = """
-SELECT status, count(*) FROM pqjobs_job
-WHERE status IN ('done', 'failed', 'cancelled') AND finished_at > now() - interval '24 hours'
-GROUP BY 1
+SELECT 'ready', queue, count(*), min(run_after) FILTER (WHERE run_after <= now())
+FROM pqjobs_job WHERE status = 'ready' GROUP BY queue
+UNION ALL
+SELECT 'running', queue, count(*), NULL FROM pqjobs_job WHERE status = 'running' GROUP BY queue
+ORDER BY 2, 1
 """
 _WORKERS = """
 SELECT w.worker_id, w.hostname, w.pid, w.concurrency, w.queues, w.heartbeat_at,
@@ -94,17 +94,19 @@ def collect() -> Dashboard:
         minute = start + timedelta(minutes=n)
         done, failed, retried = counts.get(minute, (0, 0, 0))
         per_minute.append((minute, done, failed, retried))
-    by_type = []
-    for job_type, done, failed in _rows(_BY_TYPE):
-        total = done + failed
-        by_type.append(
-            {
-                "job_type": job_type,
-                "done": done,
-                "failed": failed,
-                "failure_rate": failed / total if total else 0.0,
-            }
-        )
+    finished_24h: dict[str, int] = {}
+    per_type: dict[str, dict[str, int]] = {}
+    for job_type, status, count in _rows(_LAST_DAY):
+        finished_24h[status] = finished_24h.get(status, 0) + count
+        per_type.setdefault(job_type, {"done": 0, "failed": 0, "cancelled": 0})[status] = count
+    by_type: list[dict[str, Any]] = [
+        {
+            "job_type": job_type,
+            **counts,
+            "failure_rate": counts["failed"] / ((counts["done"] + counts["failed"]) or 1),
+        }
+        for job_type, counts in sorted(per_type.items(), key=lambda i: (-i[1]["failed"], i[0]))
+    ]
     workers = [
         {
             "worker_id": w,
@@ -120,10 +122,10 @@ def collect() -> Dashboard:
     return Dashboard(
         now,
         active,
-        dict(_rows(_FINISHED_ESTIMATE)),
+        finished_24h,
         min(due, default=None),
         per_minute,
-        by_type,
+        by_type[:50],
         workers,
     )
 

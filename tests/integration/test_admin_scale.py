@@ -69,7 +69,7 @@ EXPECTED_QUERIES = {
     "search, worker": 6,
     "search, no match": 6,
     "job page": 8,
-    "dashboard": 9,
+    "dashboard": 8,
 }
 
 
