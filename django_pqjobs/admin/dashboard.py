@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -78,6 +79,13 @@ def _rows(sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
         return list(cursor.fetchall())
 
 
+def _queue_names(value: Any) -> list[str]:
+    """The worker's queues column: raw cursors return jsonb as text; null means all."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    return [str(name) for name in value or []]
+
+
 def collect() -> Dashboard:
     now = database_now(conf.DATABASE)
     active = [
@@ -103,7 +111,7 @@ def collect() -> Dashboard:
         {
             "job_type": job_type,
             **counts,
-            "failure_rate": counts["failed"] / ((counts["done"] + counts["failed"]) or 1),
+            "failure_percent": 100 * counts["failed"] / ((counts["done"] + counts["failed"]) or 1),
         }
         for job_type, counts in sorted(per_type.items(), key=lambda i: (-i[1]["failed"], i[0]))
     ]
@@ -113,8 +121,9 @@ def collect() -> Dashboard:
             "hostname": h,
             "pid": pid,
             "concurrency": c,
-            "queues": q,
+            "queues": ", ".join(_queue_names(q)) or "all",
             "heartbeat_at": hb,
+            "heartbeat_age": max(0.0, (now - hb).total_seconds()),
             "running": running,
         }
         for w, h, pid, c, q, hb, running in _rows(_WORKERS, [conf.STALE_TIMEOUT])

@@ -258,7 +258,11 @@ def test_dashboard_shows_depth_lag_throughput_failures_and_workers(operator):
     Job.objects.filter(pk=done).update(status="done", finished_at=now)
     Job.objects.filter(pk=failed).update(status="failed", finished_at=now)
     WorkerRecord.objects.create(worker_id="host-1-abc", hostname="host", pid=1, concurrency=4)
+    WorkerRecord.objects.create(worker_id="host-2-def", queues=["mail", "sms"])
+    WorkerRecord.objects.create(worker_id="host-3-old", heartbeat_at=now - timedelta(hours=1))
     page = operator.get(DASHBOARD).content.decode()
+    assert "<td>all</td>" in page and "<td>mail, sms</td>" in page and " s ago</td>" in page
+    assert "host-3-old" not in page  # stale: not live
     assert "<svg" in page and "peak 2 / min" in page
     assert "emails" in page and "Queue lag" in page
     assert "alpha" in page and "50 %" in page
