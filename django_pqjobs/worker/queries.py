@@ -23,6 +23,8 @@ from typing import Any
 from django.db import connections, transaction
 
 from ..clock import database_now  # noqa: F401 - re-exported for callers of queries
+from ..conf import conf
+from ..enqueue import NOTIFY_CHANNEL
 from ..models import Job
 
 ERROR_TEXT_LIMIT = 10 * 1024
@@ -494,11 +496,11 @@ def run_now_many(alias: str, job_ids: Sequence[int]) -> list[int]:
 
 def _wake(cursor: Any, job_ids: list[int]) -> None:
     """NOTIFY the queues of jobs that just became due, so idle workers claim them now."""
-    if job_ids:
+    if job_ids and conf.LISTEN_NOTIFY:
         cursor.execute(
             "SELECT pg_notify(%s, queue) FROM (SELECT DISTINCT queue FROM pqjobs_job "
             "WHERE id = ANY(%s)) q",
-            ["pqjobs", job_ids],
+            [NOTIFY_CHANNEL, job_ids],
         )
 
 
