@@ -7,6 +7,7 @@ Command-line flags of ``run_jobs`` override all of these.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable
 from typing import Any
@@ -46,7 +47,7 @@ DEFAULTS: dict[str, Any] = {
     "RETENTION": {"done": 7 * DAY, "failed": 30 * DAY, "cancelled": 7 * DAY},
     "PAYLOAD_MAX_BYTES": 256 * 1024,
     "ISOLATION": "thread",
-    "PREFETCH_MAX": 100,
+    "PREFETCH_MAX": 500,
     "HOOKS": {},
 }
 
@@ -76,30 +77,62 @@ def _env_value(key: str, raw: str) -> Any:
     return int(number) if number.is_integer() else number
 
 
+_UNCACHEABLE = object()
+
+
+def _snapshot(value: Any) -> Any:
+    """A copy to compare later reads against (a dict edited in place must not hit)."""
+    try:
+        return copy.deepcopy(value)
+    except Exception:
+        return _UNCACHEABLE
+
+
+def _same(snapshot: Any, value: Any) -> bool:
+    if snapshot is _UNCACHEABLE or type(snapshot) is not type(value):
+        return False
+    try:
+        return bool(snapshot == value)
+    except Exception:
+        return False
+
+
 class Settings:
-    """Typed access to the ``PQJOBS`` settings dict. Use the module-level ``conf``."""
+    """Typed access to the ``PQJOBS`` settings dict. Use the module-level ``conf``.
+
+    Every read looks at the current setting and environment; the validated value is reused
+    while the raw value is unchanged, because the worker and ``enqueue_job`` read settings
+    on every job and some validators (hook imports, schedules) are not cheap.
+    """
+
+    def __init__(self) -> None:
+        self._validated: dict[str, tuple[Any, str, Any]] = {}
+
+    def _lookup(self, key: str) -> tuple[Any, str]:
+        user = getattr(settings, "PQJOBS", None) or {}
+        if key in user:
+            return user[key], f"PQJOBS[{key!r}]"
+        env_name = ENVIRONMENT.get(key)
+        if env_name and env_name in os.environ:
+            return _env_value(key, os.environ[env_name]), f"environment variable {env_name}"
+        return DEFAULTS[key], f"PQJOBS[{key!r}]"
 
     def raw(self, key: str) -> Any:
         """The configured value of ``key`` before validation (setting, env var, default)."""
-        user = getattr(settings, "PQJOBS", None) or {}
-        if key in user:
-            return user[key]
-        env_name = ENVIRONMENT.get(key)
-        if env_name and env_name in os.environ:
-            return _env_value(key, os.environ[env_name])
-        return DEFAULTS[key]
+        return self._lookup(key)[0]
 
     def source(self, key: str) -> str:
         """Where ``key`` came from, for error messages: ``PQJOBS['X']`` or the env var."""
-        user = getattr(settings, "PQJOBS", None) or {}
-        env_name = ENVIRONMENT.get(key)
-        if key not in user and env_name and env_name in os.environ:
-            return f"environment variable {env_name}"
-        return f"PQJOBS[{key!r}]"
+        return self._lookup(key)[1]
 
     def _get(self, key: str) -> Any:
-        validator = VALIDATORS[key]
-        return validator(self.raw(key), self.source(key))
+        raw, source = self._lookup(key)
+        cached = self._validated.get(key)
+        if cached is not None and cached[1] == source and _same(cached[0], raw):
+            return cached[2]
+        value = VALIDATORS[key](raw, source)
+        self._validated[key] = (_snapshot(raw), source, value)
+        return value
 
     @property
     def DATABASE(self) -> str:

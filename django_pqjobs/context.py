@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -38,7 +37,9 @@ class JobContext:
     worker_id: str
     attempt: int
     using: str
-    _cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
+    # A plain flag, not an Event: set by the worker's threads, read by the handler; nothing
+    # waits on it, and an Event per job cost more than running a no-op job.
+    _cancel_requested: bool = field(default=False, repr=False)
     _last_progress_write: float = field(default=0.0, repr=False)
     _pending_progress: dict[str, Any] | None = field(default=None, repr=False)
 
@@ -62,11 +63,11 @@ class JobContext:
     @property
     def cancelled(self) -> bool:
         """True once an operator asked to cancel this job (seen within one heartbeat)."""
-        return self._cancel_event.is_set()
+        return self._cancel_requested
 
     def raise_if_cancelled(self) -> None:
         """Stop the handler here if cancellation was requested; the job ends ``cancelled``."""
-        if self._cancel_event.is_set():
+        if self._cancel_requested:
             raise JobCancelled(f"job {self.job.id} was cancelled")
 
     def set_progress(self, done: float, total: float | None = None, message: str = "") -> None:

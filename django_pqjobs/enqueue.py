@@ -192,6 +192,9 @@ _CANCEL_READY_DUPLICATE = """
 """
 
 
+_REPLACE_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))"
+
+
 def _notify(cursor: Any, queues: Iterable[str]) -> None:
     if conf.LISTEN_NOTIFY:
         for queue in sorted(set(queues)):
@@ -214,6 +217,17 @@ def insert(job: PreparedJob, using: str | None = None) -> int:
         job.parent_id,
         job.schedule_id,
     ]
+    if job.dedupe_key is not None and job.dedupe == "replace":
+        # Replacing enqueuers of one key take turns; without the lock, many of them at once
+        # keep cancelling each other's new job and none gets through.
+        with transaction.atomic(using=alias, savepoint=False):
+            with connections[alias].cursor() as cursor:
+                cursor.execute(_REPLACE_LOCK, [job.job_type, job.dedupe_key])
+            return _insert(job, alias, params)
+    return _insert(job, alias, params)
+
+
+def _insert(job: PreparedJob, alias: str, params: list[Any]) -> int:
     with connections[alias].cursor() as cursor:
         for _ in range(_DEDUPE_RETRIES):
             if job.dedupe_key is not None and job.dedupe == "replace":

@@ -6,6 +6,7 @@ import inspect
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .durations import Duration, to_seconds
@@ -43,7 +44,7 @@ class JobType:
     memory_limit: int | None = None
     schedule: ScheduleSpec | None = None
 
-    @property
+    @cached_property
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.handler)
 

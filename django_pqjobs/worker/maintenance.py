@@ -126,7 +126,7 @@ class Maintenance(threading.Thread):
             if slot.abandoned:
                 continue
             if slot.claimed.job_id in result.cancel_requested:
-                slot.ctx._cancel_event.set()
+                slot.ctx._cancel_requested = True
             elif slot.claimed.job_id not in result.alive and slot.state == "handler":
                 # Only a handler still running can have lost its job: a slot past its handler
                 # may have just recorded its outcome, which also ends the job's 'running'.

@@ -171,13 +171,16 @@ class Worker:
                 if free <= 0 and not self._slots:
                     return
             executors_fed = self._work.qsize() >= self.concurrency
+            # Claim in half-capacity batches: the next batch is claimed while the previous
+            # one runs and is recorded, so claiming and completing overlap.
+            batch = min(free, max(self.concurrency, capacity // 2))
             if free <= 0 or (executors_fed and free < capacity // 2):
                 self._capacity.wait(1.0)
                 self._capacity.clear()
                 continue
             self._wake.clear()
             try:
-                jobs = queries.claim(self.alias, self.worker_id, self.queues, free)
+                jobs = queries.claim(self.alias, self.worker_id, self.queues, batch)
                 error_streak = 0
             except Exception as exc:
                 # The database restarting or dropping us must not kill the worker; neither
@@ -234,7 +237,7 @@ class Worker:
                 job=job, worker_id=self.worker_id, attempt=job.attempts, using=self.alias
             )
             if job.cancel_requested_at is not None:
-                ctx._cancel_event.set()
+                ctx._cancel_requested = True
             slot = Slot(job=job, ctx=ctx, claimed=Claimed.of(job))
             with self._slots_lock:
                 self._slots[job.id] = slot

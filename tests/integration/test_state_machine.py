@@ -6,7 +6,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 
 from django_pqjobs import enqueue_job
 from django_pqjobs.models import Job, JobAttempt
@@ -75,19 +75,31 @@ def test_concurrent_claims_never_share_a_job():
     assert len(claimed) == len(set(claimed))
 
 
-def test_claim_query_uses_the_partial_index():
+def _claim_plan(tuned: bool, queues: bool = False) -> str:
+    params: list = [["default"]] if queues else []
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Make an ordered index scan look expensive, as stale statistics do (taken when the
+        # table held few ready jobs): the planner then prefers to read every ready row.
+        cursor.execute("SET LOCAL random_page_cost = 1000")
+        if tuned:
+            cursor.execute(queries.CLAIM_PLAN)
+        cursor.execute("EXPLAIN " + queries.claim_sql(queues), [*params, 100, "w"])
+        return "\n".join(r[0] for r in cursor.fetchall())
+
+
+def test_claim_walks_the_claim_index_in_order_whatever_the_estimates():
     Job.objects.bulk_create(
         [Job(job_type="t", status="done", payload={}) for _ in range(2000)]
-        + [Job(job_type="t", payload={}) for _ in range(5)]
+        + [Job(job_type="t", payload={}) for _ in range(3000)]
     )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE pqjobs_job")
-        cursor.execute("SET enable_seqscan = off")
-        sql = queries._CLAIM.format(queue_filter="")
-        cursor.execute("EXPLAIN " + sql, [1, "w"])
-        plan = "\n".join(r[0] for r in cursor.fetchall())
-        cursor.execute("RESET enable_seqscan")
-    assert "pqjobs_job_claim" in plan
+    untuned = _claim_plan(tuned=False)
+    assert "Bitmap Heap Scan" in untuned or "Seq Scan" in untuned  # what CLAIM_PLAN prevents
+    for queues in (False, True):
+        plan = _claim_plan(tuned=True, queues=queues)
+        assert "Index Scan using pqjobs_job_claim" in plan, plan
+        assert "Bitmap" not in plan and "Seq Scan" not in plan, plan
 
 
 def test_complete_stores_result_and_duration():
@@ -294,3 +306,26 @@ def test_prune_deletes_old_finished_jobs_with_their_history():
     assert deleted == {"done": 1, "failed": 1, "cancelled": 0}
     assert set(Job.objects.values_list("pk", flat=True)) == {new_done, ready}
     assert not JobAttempt.objects.exists()
+
+
+def test_claimed_job_carries_every_field_as_stored():
+    parent = enqueue_job("t")
+    job_id = enqueue_job(
+        "t",
+        {"order": 7, "items": [1, 2]},
+        priority=3,
+        timeout=12.5,
+        dedupe_key="k-1",
+        max_attempts=4,
+    )
+    Job.objects.filter(pk=parent).update(status="done")
+    Job.objects.filter(pk=job_id).update(
+        parent_id=parent, last_error="earlier failure", error_type="ValueError", duration_ms=17
+    )
+    (claimed,) = queries.claim(DB, "w", None, 1)
+    stored = Job.objects.get(pk=job_id)
+    assert claimed.get_deferred_fields() == set()
+    assert not claimed._state.adding and claimed._state.db == DB
+    for field in Job._meta.concrete_fields:
+        assert getattr(claimed, field.attname) == getattr(stored, field.attname), field.name
+    assert claimed.status == "running" and claimed.locked_by == "w" and claimed.attempts == 1

@@ -110,3 +110,28 @@ def test_bad_environment_variable_fails_the_check_naming_the_variable(monkeypatc
 def test_pqjobs_must_be_a_dict():
     with override_settings(PQJOBS=["CONCURRENCY", 4]):
         assert "pqjobs.E002" in {m.id for m in run_checks()}
+
+
+def test_validated_values_are_reused_until_the_setting_changes(settings, monkeypatch):
+    def hook(job):
+        return None
+
+    def other(job):
+        return None
+
+    settings.PQJOBS = {"HOOKS": {"pre_execute": hook}}
+    first = conf.HOOKS
+    assert first == {"pre_execute": hook}
+    assert conf.HOOKS is first  # reused: validating imports hook paths
+    settings.PQJOBS["HOOKS"]["pre_execute"] = other  # edited in place
+    assert {"pre_execute": other} == conf.HOOKS
+    settings.PQJOBS = {"HOOKS": {}}
+    assert conf.HOOKS == {}
+
+    monkeypatch.setenv("WORKER_CONCURRENCY", "3")
+    assert conf.CONCURRENCY == 3
+    monkeypatch.setenv("WORKER_CONCURRENCY", "5")
+    assert conf.CONCURRENCY == 5
+    monkeypatch.setenv("WORKER_CONCURRENCY", "zero")
+    with pytest.raises(ValueError, match="WORKER_CONCURRENCY"):
+        conf.CONCURRENCY  # noqa: B018
