@@ -167,19 +167,26 @@ _ON_CONFLICT = (
     "ON CONFLICT (job_type, dedupe_key) "
     "WHERE dedupe_key IS NOT NULL AND status IN ('ready', 'running') DO NOTHING"
 )
-_INSERT_ONE = f"""
+_INSERT_VALUES = f"""
     INSERT INTO pqjobs_job ({_COLUMNS})
     VALUES (%s, %s, %s::jsonb, 'ready', %s, 0, %s,
             COALESCE(%s, now()) + make_interval(secs => %s),
             %s, %s, %s, %s, '', '', now(), now())
-    {_ON_CONFLICT}
-    RETURNING id
 """
-# The same INSERT and its NOTIFY in one round trip (delivered when the transaction commits).
-_INSERT_ONE_NOTIFY = f"""
-    WITH inserted AS ({_INSERT_ONE})
-    SELECT id, pg_notify('{NOTIFY_CHANNEL}', %s) FROM inserted
-"""
+
+
+def _insert_statement(dedupe: bool, notify: bool) -> str:
+    # Without a dedupe key no conflict is possible: leaving out ON CONFLICT spares the
+    # server the arbiter-index work on every enqueue. The NOTIFY rides in the same round
+    # trip (delivered when the transaction commits).
+    body = f"{_INSERT_VALUES} {_ON_CONFLICT if dedupe else ''} RETURNING id"
+    if not notify:
+        return body
+    return f"WITH inserted AS ({body}) SELECT id, pg_notify('{NOTIFY_CHANNEL}', %s) FROM inserted"
+
+
+# By (has a dedupe key, notify).
+_INSERT_ONE = {(d, n): _insert_statement(d, n) for d in (False, True) for n in (False, True)}
 _FIND_ACTIVE = """
     SELECT id, status FROM pqjobs_job
     WHERE job_type = %s AND dedupe_key = %s AND status IN ('ready', 'running')
@@ -232,10 +239,9 @@ def _insert(job: PreparedJob, alias: str, params: list[Any]) -> int:
         for _ in range(_DEDUPE_RETRIES):
             if job.dedupe_key is not None and job.dedupe == "replace":
                 cursor.execute(_CANCEL_READY_DUPLICATE, [job.job_type, job.dedupe_key])
-            if conf.LISTEN_NOTIFY:
-                cursor.execute(_INSERT_ONE_NOTIFY, [*params, job.queue])
-            else:
-                cursor.execute(_INSERT_ONE, params)
+            notify = conf.LISTEN_NOTIFY
+            statement = _INSERT_ONE[(job.dedupe_key is not None, notify)]
+            cursor.execute(statement, [*params, job.queue] if notify else params)
             row = cursor.fetchone()
             if row is not None:
                 signals.job_enqueued.send(

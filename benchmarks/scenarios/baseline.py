@@ -9,7 +9,7 @@ import psycopg
 from django.db import connection
 
 from django_pqjobs import enqueue_many
-from django_pqjobs.worker.queries import _CLAIM
+from django_pqjobs.worker.queries import CLAIM_PLAN, claim_sql
 
 from ..harness import Result, reset_tables
 
@@ -23,12 +23,14 @@ def drain_with_sql(jobs: int, threads: int, batch: int) -> float:
     enqueue_many("tests.noop", [{}] * jobs)
     params = connection.get_connection_params()
     params.pop("cursor_factory", None)
-    claim = _CLAIM.format(queue_filter="")
+    claim = claim_sql(filter_queues=False)
 
     def loop(n: int) -> None:
         with psycopg.connect(**params, autocommit=True) as conn:
             while True:
-                rows = conn.execute(claim, [batch, f"baseline-{n}"]).fetchall()
+                with conn.transaction():  # the worker's claim: plan pinned, one transaction
+                    conn.execute(CLAIM_PLAN)
+                    rows = conn.execute(claim, [batch, f"baseline-{n}"]).fetchall()
                 if not rows:
                     return
                 conn.execute(COMPLETE, [[r[0] for r in rows]])

@@ -171,9 +171,7 @@ class Worker:
                 if free <= 0 and not self._slots:
                     return
             executors_fed = self._work.qsize() >= self.concurrency
-            # Claim in half-capacity batches: the next batch is claimed while the previous
-            # one runs and is recorded, so claiming and completing overlap.
-            batch = min(free, max(self.concurrency, capacity // 2))
+            batch = self._batch_size(free, capacity)
             if free <= 0 or (executors_fed and free < capacity // 2):
                 self._capacity.wait(1.0)
                 self._capacity.clear()
@@ -226,6 +224,12 @@ class Worker:
             return 0
         wanted = self.concurrency * PREFETCH_WINDOW / max(average, 1e-5)
         return min(self.prefetch_max, int(wanted))
+
+    def _batch_size(self, free: int, capacity: int) -> int:
+        """Claim in half-capacity batches: the next batch is claimed while the previous
+        one runs and is recorded, so claiming and completing overlap instead of taking
+        turns."""
+        return min(free, max(self.concurrency, capacity // 2))
 
     def _observe(self, seconds: float) -> None:
         average = self._average_job_seconds

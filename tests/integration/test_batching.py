@@ -35,6 +35,14 @@ def test_prefetch_follows_the_recent_job_duration():
     assert Worker(concurrency=4, prefetch_max=0)._prefetch() == 0
 
 
+def test_claims_are_made_in_half_capacity_batches():
+    worker = Worker(concurrency=4, prefetch_max=500)
+    assert worker._batch_size(free=504, capacity=504) == 252  # the other half comes next
+    assert worker._batch_size(free=100, capacity=504) == 100
+    assert worker._batch_size(free=4, capacity=4) == 4  # no prefetch: fill every executor
+    assert worker._batch_size(free=3, capacity=6) == 3
+
+
 def test_complete_many_fences_each_attempt_separately():
     ids = [enqueue_job("t") for _ in range(3)]
     jobs = queries.claim("default", "w", None, 3)
