@@ -1,7 +1,8 @@
 """Latency: an idle worker, jobs enqueued one at a time 20 ms apart.
 
-Measured on the database clock from the INSERT (created_at) to the claim (locked_at), the
-moment the worker takes the job for an executor.
+Measured from the INSERT (``created_at``, database clock) to the moment the handler
+starts (``time.time()`` in the handler, returned as the job's result); the database and the
+worker share this machine's clock. The claim (``locked_at``) is reported beside it.
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ def run(quick: bool) -> list[Result]:
     with worker_process("--concurrency", "4"):
         time.sleep(4)  # let the worker reach its longest idle poll
         for _ in range(count):
-            enqueue_job("tests.noop")
+            enqueue_job("tests.started_at")
             time.sleep(0.02)
         time.sleep(1)
     rows = sql(
-        "SELECT extract(epoch FROM locked_at - created_at) * 1000 FROM pqjobs_job "
-        "WHERE locked_at IS NOT NULL"
+        "SELECT (result::text::float8 - extract(epoch FROM created_at)) * 1000, "
+        "extract(epoch FROM locked_at - created_at) * 1000 FROM pqjobs_job "
+        "WHERE status = 'done'"
     )
     values = [float(r[0]) for r in rows]
+    claims = [float(r[1]) for r in rows]
     if len(values) < count:
         return [
             Result(
@@ -39,7 +42,10 @@ def run(quick: bool) -> list[Result]:
             )
         ]
     p50, p99 = percentile(values, 50), percentile(values, 99)
+    claimed = (
+        f"enqueue -> claim p50 {percentile(claims, 50):.2f} ms, p99 {percentile(claims, 99):.2f} ms"
+    )
     return [
-        Result("latency: enqueue -> claim p50", p50, "ms", "<= 3", p50 <= 3),
-        Result("latency: enqueue -> claim p99", p99, "ms", "<= 8", p99 <= 8),
+        Result("latency: enqueue -> handler start p50", p50, "ms", "<= 3", p50 <= 3, claimed),
+        Result("latency: enqueue -> handler start p99", p99, "ms", "<= 8", p99 <= 8),
     ]

@@ -19,6 +19,7 @@ def run(quick: bool) -> list[Result]:
     reset_tables()
     size_start, dead_start = sql(SIZES)[0]
     windows: list[tuple[float, float]] = []
+    sizes: list[int] = []
     with worker_process("--concurrency", "4"):
         started = time.monotonic()
         sent = 0
@@ -37,6 +38,7 @@ def run(quick: bool) -> list[Result]:
                     [step],
                 )
                 windows.append((rows[0][0] / step, float(rows[0][1])))
+                sizes.append(sql(SIZES)[0][0] // 2**20)
                 window_start = time.monotonic()
         time.sleep(2)
     size_end, dead_end = sql(SIZES)[0]
@@ -50,7 +52,7 @@ def run(quick: bool) -> list[Result]:
             f"~{rate} steady",
             steady,
             f"per {step}s window (jobs/s, p99 ms): {[(round(a), round(b, 1)) for a, b in windows]};"
-            f" table {size_start // 1024} -> {size_end // 1024} KiB, dead tuples "
-            f"{dead_start} -> {dead_end}",
+            f" table {size_start // 1024} -> {size_end // 1024} KiB (MiB per window: {sizes}),"
+            f" dead tuples {dead_start} -> {dead_end}",
         )
     ]

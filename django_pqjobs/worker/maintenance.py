@@ -45,6 +45,12 @@ def prune_finished(alias: str) -> dict[str, int]:
     deleted = queries.prune(alias, conf.RETENTION)
     if any(deleted.values()):
         logger.info("pruned finished jobs: %s", deleted)
+    started = time.monotonic()
+    if queries.vacuum_if_needed(alias):
+        logger.info(
+            "vacuumed the job tables in %.1f s (autovacuum is off for them)",
+            time.monotonic() - started,
+        )
     return deleted
 
 

@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.db.models.base import ModelState
 from django.utils import timezone
+from psycopg import ClientCursor
 
 from ..clock import database_now  # noqa: F401 - re-exported for callers of queries
 from ..conf import conf
@@ -70,13 +71,19 @@ SELECT id, job_type, queue, payload::text, priority, attempts, max_attempts, tim
 FROM claimed
 ORDER BY priority DESC, run_after, id
 """
-# The claim must walk pqjobs_job_claim in order and stop after LIMIT rows. Planner
-# statistics of a queue table are often stale (taken when it held few ready jobs); the
-# planner then reads every ready row with a bitmap scan and sorts them, which costs
-# milliseconds per claim with 20,000 ready jobs and seconds with millions. For this
-# transaction only, rule out the plans that read everything.
+# Settings for the claim's transaction only.
+# - The claim must walk pqjobs_job_claim in order and stop after LIMIT rows. Planner
+#   statistics of a queue table are often stale (taken when it held few ready jobs); the
+#   planner then reads every ready row with a bitmap scan and sorts them, which costs
+#   milliseconds per claim with 20,000 ready jobs and seconds with millions. Rule out the
+#   plans that read everything.
+# - The claim's commit does not wait for its WAL flush: if the database server crashes in
+#   the next fraction of a second, the claim is undone and the job runs again, which
+#   at-least-once delivery allows; the job itself was committed durably when enqueued.
 CLAIM_PLAN = (
-    "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
+    "SELECT set_config('enable_bitmapscan', 'off', true), "
+    "set_config('enable_seqscan', 'off', true), "
+    "set_config('synchronous_commit', 'off', true)"
 )
 # Timestamps travel as epoch seconds: Django's timestamptz loader is pure Python and cost
 # more per claimed job than everything else in the claim. A float8 holds today's epoch to
@@ -159,9 +166,13 @@ def claim(alias: str, worker_id: str, queues: Sequence[str] | None, limit: int) 
         return []
     params: list[Any] = [list(queues)] if queues else []
     params += [limit, worker_id]
-    with transaction.atomic(using=alias, savepoint=False), _cursor(alias) as cursor:
-        cursor.execute(CLAIM_PLAN)
-        cursor.execute(claim_sql(bool(queues)), params)
+    connection = connections[alias]
+    connection.ensure_connection()
+    with connection.wrap_database_errors, ClientCursor(connection.connection) as cursor:
+        # One simple-protocol message: its statements run as one transaction, so the plan
+        # settings hold for the claim and the whole claim costs a single round trip.
+        cursor.execute(f"{CLAIM_PLAN};\n{claim_sql(bool(queues))}", params)
+        cursor.nextset()
         rows = cursor.fetchall()
     to_datetime = _aware if settings.USE_TZ else _naive
     return [_claimed_job(row, worker_id, alias, to_datetime) for row in rows]
@@ -603,3 +614,43 @@ def prune(
             if count < batch:
                 break
     return deleted
+
+
+# --- vacuum where autovacuum does not run ---------------------------------------------------
+
+VACUUM_LOCK_KEY = REAPER_LOCK_KEY + 1  # one vacuuming worker at a time
+VACUUM_MIN_DEAD = 10_000
+VACUUM_DEAD_RATIO = 0.1
+
+_JOB_TABLE_HEALTH = """
+SELECT s.n_dead_tup, s.n_live_tup,
+       current_setting('autovacuum')::boolean
+       AND NOT coalesce('autovacuum_enabled=false' = ANY(c.reloptions), false)
+FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+WHERE s.relid = 'pqjobs_job'::regclass
+"""
+
+
+def vacuum_if_needed(alias: str) -> bool:
+    """VACUUM the job tables when autovacuum is off for them and dead rows piled up.
+
+    Every job leaves dead row versions behind (claim, completion, pruning); without
+    autovacuum nothing reclaims them and the table and its indexes grow for ever. Returns
+    True if it vacuumed. Must run outside a transaction (VACUUM cannot run inside one).
+    """
+    with _cursor(alias) as cursor:
+        cursor.execute(_JOB_TABLE_HEALTH)
+        row = cursor.fetchone()
+        if row is None:
+            return False
+        dead, live, autovacuum = int(row[0]), int(row[1]), bool(row[2])
+        if autovacuum or dead < max(VACUUM_MIN_DEAD, VACUUM_DEAD_RATIO * live):
+            return False
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [VACUUM_LOCK_KEY])
+        if not cursor.fetchone()[0]:
+            return False
+        try:
+            cursor.execute("VACUUM (ANALYZE) pqjobs_job, pqjobs_attempt")
+        finally:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [VACUUM_LOCK_KEY])
+    return True

@@ -329,3 +329,31 @@ def test_claimed_job_carries_every_field_as_stored():
     for field in Job._meta.concrete_fields:
         assert getattr(claimed, field.attname) == getattr(stored, field.attname), field.name
     assert claimed.status == "running" and claimed.locked_by == "w" and claimed.attempts == 1
+
+
+def _table_stats() -> tuple[int, object]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT n_dead_tup, last_vacuum FROM pg_stat_user_tables WHERE relname = 'pqjobs_job'"
+        )
+        dead, last_vacuum = cursor.fetchone()
+    return int(dead), last_vacuum
+
+
+def test_job_tables_are_vacuumed_when_autovacuum_is_off_for_them():
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE pqjobs_job SET (autovacuum_enabled = false)")
+    try:
+        Job.objects.bulk_create([Job(job_type="t", payload={}) for _ in range(12_000)])
+        assert not queries.vacuum_if_needed(DB)  # live rows only: nothing to reclaim
+        Job.objects.all().delete()
+        assert _table_stats()[0] >= 12_000
+        assert queries.vacuum_if_needed(DB)
+        dead, last_vacuum = _table_stats()
+        assert dead == 0 and last_vacuum is not None
+        assert not queries.vacuum_if_needed(DB)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE pqjobs_job RESET (autovacuum_enabled)")

@@ -17,6 +17,12 @@ def noop(ctx: JobContext) -> None:
     return None
 
 
+@job("tests.started_at")
+def started_at(ctx: JobContext) -> float:
+    """Returns when its handler started (epoch seconds): the latency benchmark's probe."""
+    return time.time()
+
+
 @job("tests.echo")
 def echo(ctx: JobContext) -> dict:
     return {"echo": ctx.job.payload, "attempt": ctx.attempt, "worker": ctx.worker_id}
