@@ -99,6 +99,10 @@ def claim_sql(filter_queues: bool) -> str:
     return _CLAIM_SQL.replace("{queue_filter}", "AND queue = ANY(%s)" if filter_queues else "")
 
 
+# What claim() sends, built once: the plan settings and the claim in one message.
+_CLAIM_MESSAGE = {queues: f"{CLAIM_PLAN};\n{claim_sql(queues)}" for queues in (False, True)}
+
+
 def _aware(epoch: float | None) -> datetime | None:
     return None if epoch is None else datetime.fromtimestamp(epoch, UTC)
 
@@ -171,7 +175,7 @@ def claim(alias: str, worker_id: str, queues: Sequence[str] | None, limit: int) 
     with connection.wrap_database_errors, ClientCursor(connection.connection) as cursor:
         # One simple-protocol message: its statements run as one transaction, so the plan
         # settings hold for the claim and the whole claim costs a single round trip.
-        cursor.execute(f"{CLAIM_PLAN};\n{claim_sql(bool(queues))}", params)
+        cursor.execute(_CLAIM_MESSAGE[bool(queues)], params)
         cursor.nextset()
         rows = cursor.fetchall()
     to_datetime = _aware if settings.USE_TZ else _naive
