@@ -167,26 +167,14 @@ _ON_CONFLICT = (
     "ON CONFLICT (job_type, dedupe_key) "
     "WHERE dedupe_key IS NOT NULL AND status IN ('ready', 'running') DO NOTHING"
 )
-_INSERT_VALUES = f"""
-    INSERT INTO pqjobs_job ({_COLUMNS})
-    VALUES (%s, %s, %s::jsonb, 'ready', %s, 0, %s,
-            COALESCE(%s, now()) + make_interval(secs => %s),
-            %s, %s, %s, %s, '', '', now(), now())
-"""
-
-
-def _insert_statement(dedupe: bool, notify: bool) -> str:
-    # Without a dedupe key no conflict is possible: leaving out ON CONFLICT spares the
-    # server the arbiter-index work on every enqueue. The NOTIFY rides in the same round
-    # trip (delivered when the transaction commits).
-    body = f"{_INSERT_VALUES} {_ON_CONFLICT if dedupe else ''} RETURNING id"
-    if not notify:
-        return body
-    return f"WITH inserted AS ({body}) SELECT id, pg_notify('{NOTIFY_CHANNEL}', %s) FROM inserted"
-
-
-# By (has a dedupe key, notify).
-_INSERT_ONE = {(d, n): _insert_statement(d, n) for d in (False, True) for n in (False, True)}
+# One job goes in through pqjobs_enqueue() (migration 0007): PL/pgSQL keeps the INSERT's
+# plan for the life of the server session, which spares the server planning it on every
+# call without client-side prepared statements (those break behind PgBouncer in
+# transaction mode). The casts pin the signature for server-side binding cursors too.
+_ENQUEUE_ONE = (
+    "SELECT pqjobs_enqueue(%s, %s, %s::jsonb, %s::integer, %s::integer, %s::timestamptz, "
+    "%s::double precision, %s::double precision, %s::text, %s::bigint, %s::bigint, %s::text)"
+)
 _FIND_ACTIVE = """
     SELECT id, status FROM pqjobs_job
     WHERE job_type = %s AND dedupe_key = %s AND status IN ('ready', 'running')
@@ -223,6 +211,7 @@ def insert(job: PreparedJob, using: str | None = None) -> int:
         job.dedupe_key,
         job.parent_id,
         job.schedule_id,
+        NOTIFY_CHANNEL if conf.LISTEN_NOTIFY else None,
     ]
     if job.dedupe_key is not None and job.dedupe == "replace":
         # Replacing enqueuers of one key take turns; without the lock, many of them at once
@@ -239,16 +228,14 @@ def _insert(job: PreparedJob, alias: str, params: list[Any]) -> int:
         for _ in range(_DEDUPE_RETRIES):
             if job.dedupe_key is not None and job.dedupe == "replace":
                 cursor.execute(_CANCEL_READY_DUPLICATE, [job.job_type, job.dedupe_key])
-            notify = conf.LISTEN_NOTIFY
-            statement = _INSERT_ONE[(job.dedupe_key is not None, notify)]
-            cursor.execute(statement, [*params, job.queue] if notify else params)
-            row = cursor.fetchone()
-            if row is not None:
+            cursor.execute(_ENQUEUE_ONE, params)
+            (new_id,) = cursor.fetchone()
+            if new_id is not None:
                 signals.job_enqueued.send(
-                    sender=job.job_type, job_id=row[0], job_type=job.job_type, created=True
+                    sender=job.job_type, job_id=new_id, job_type=job.job_type, created=True
                 )
-                return int(row[0])
-            assert job.dedupe_key is not None  # only a dedupe conflict returns no row
+                return int(new_id)
+            assert job.dedupe_key is not None  # only a dedupe conflict returns NULL
             cursor.execute(_FIND_ACTIVE, [job.job_type, job.dedupe_key])
             existing = cursor.fetchone()
             if existing is None:

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import psycopg
 import pytest
+from django.core.management import call_command
 from django.db import connection, connections, transaction
 from django.test import override_settings
 from django.utils import timezone
@@ -218,6 +219,90 @@ def test_enqueue_sends_notify_on_commit():
             assert list(listener.notifies(timeout=0.2)) == []
         notes = list(listener.notifies(timeout=2, stop_after=1))
     assert [n.payload for n in notes] == ["emails"]
+
+
+def test_enqueue_job_is_one_round_trip_notify_included(django_assert_num_queries):
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    with psycopg.connect(**params, autocommit=True) as listener:
+        listener.execute("LISTEN pqjobs")
+        with django_assert_num_queries(1):
+            job_id = enqueue_job("t", {"n": 1}, queue="emails")
+        notes = list(listener.notifies(timeout=2, stop_after=1))
+    assert [n.payload for n in notes] == ["emails"]
+    assert Job.objects.get(pk=job_id).status == "ready"
+
+
+@override_settings(PQJOBS={"LISTEN_NOTIFY": False})
+def test_no_notify_when_listen_notify_is_off():
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    with psycopg.connect(**params, autocommit=True) as listener:
+        listener.execute("LISTEN pqjobs")
+        enqueue_job("t", queue="emails")
+        assert list(listener.notifies(timeout=0.3)) == []
+    assert Job.objects.filter(queue="emails").count() == 1
+
+
+def test_a_dedupe_conflict_sends_no_notify():
+    first = enqueue_job("t", dedupe_key="k", queue="emails")
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    with psycopg.connect(**params, autocommit=True) as listener:
+        listener.execute("LISTEN pqjobs")
+        assert enqueue_job("t", dedupe_key="k", queue="emails") == first
+        assert list(listener.notifies(timeout=0.3)) == []
+
+
+def test_enqueue_works_with_server_side_binding_cursors():
+    # DATABASES OPTIONS {"server_side_binding": True}: parameters travel typed (a Python int
+    # as int2/int4/int8 by value) instead of being merged into the SQL as literals.
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    connection.ensure_connection()
+    raw = connection.connection
+    previous = raw.cursor_factory
+    raw.cursor_factory = ServerBindingCursor
+    try:
+        run_at = timezone.now() + timedelta(minutes=5)
+        job_id = enqueue_job(
+            "t",
+            {"big": 2**40},
+            queue="q",
+            priority=-7,
+            run_after=run_at,
+            max_attempts=3,
+            timeout=1.5,
+            dedupe_key="sb",
+        )
+        again = enqueue_job("t", dedupe_key="sb")
+    finally:
+        raw.cursor_factory = previous
+    job = Job.objects.get(pk=job_id)
+    assert again == job_id
+    assert (job.payload, job.priority, job.max_attempts, job.timeout_seconds) == (
+        {"big": 2**40},
+        -7,
+        3,
+        1.5,
+    )
+    assert abs((job.run_after - run_at).total_seconds()) < 0.001
+
+
+def test_enqueue_function_migration_reverses_and_reapplies():
+    def function_exists() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regproc('pqjobs_enqueue') IS NOT NULL")
+            return bool(cursor.fetchone()[0])
+
+    assert function_exists()
+    try:
+        call_command("migrate", "django_pqjobs", "0006", verbosity=0)
+        assert not function_exists()
+    finally:
+        call_command("migrate", "django_pqjobs", verbosity=0)
+    assert function_exists()
+    assert Job.objects.get(pk=enqueue_job("t")).status == "ready"
 
 
 def test_job_enqueued_signal():
