@@ -1,6 +1,7 @@
 """Handlers used by the test suite (autodiscovered like any app's jobs module)."""
 
 import asyncio
+import gc
 import os
 import time
 
@@ -21,6 +22,12 @@ def noop(ctx: JobContext) -> None:
 def started_at(ctx: JobContext) -> float:
     """Returns when its handler started (epoch seconds): the latency benchmark's probe."""
     return time.time()
+
+
+@job("tests.gc_frozen")
+def gc_frozen(ctx: JobContext) -> int:
+    """How many objects the worker process froze out of the garbage collector's reach."""
+    return gc.get_freeze_count()
 
 
 @job("tests.echo")
