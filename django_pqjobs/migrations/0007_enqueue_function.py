@@ -35,7 +35,9 @@ DECLARE
     new_id bigint;
 BEGIN
     IF p_dedupe_key IS NULL THEN
-        -- No conflict is possible without a key: no arbiter-index work.
+        -- Two INSERTs on purpose: ON CONFLICT cannot be made conditional without dynamic
+        -- SQL, which would lose the cached plan. Without a key no conflict is possible,
+        -- so this one spares the server the arbiter-index work.
         INSERT INTO pqjobs_job (
             job_type, queue, payload, status, priority, attempts, max_attempts, run_after,
             timeout_seconds, dedupe_key, parent_id, schedule_id, last_error, error_type,
