@@ -32,6 +32,16 @@ def sql(statement: str, params: list | None = None) -> list[tuple]:
         return cursor.fetchall() if cursor.description else []
 
 
+def raw_connection():
+    """A psycopg connection (autocommit) to the benchmark database, without Django."""
+    import psycopg
+    from django.db import connection
+
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    return psycopg.connect(**params, autocommit=True)
+
+
 def reset_tables() -> None:
     sql("TRUNCATE pqjobs_attempt, pqjobs_job, pqjobs_worker RESTART IDENTITY CASCADE")
     sql("VACUUM ANALYZE pqjobs_job")

@@ -7,8 +7,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import psycopg
 import pytest
+from django.db import connection
 
+from django_pqjobs.enqueue import NOTIFY_CHANNEL
 from django_pqjobs.models import Job
 
 
@@ -31,6 +34,16 @@ def job_status(job_id: int) -> str:
 def wait_status(job_id: int, *statuses: str, timeout: float = 10.0) -> Job:
     wait_for(lambda: job_status(job_id) in statuses, timeout)
     return Job.objects.get(pk=job_id)
+
+
+@pytest.fixture
+def listener() -> Iterator[psycopg.Connection]:
+    """A connection of its own, LISTENing on the channel enqueues notify (as workers do)."""
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    with psycopg.connect(**params, autocommit=True) as conn:
+        conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        yield conn
 
 
 @pytest.fixture

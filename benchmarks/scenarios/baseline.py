@@ -5,13 +5,10 @@ from __future__ import annotations
 import threading
 import time
 
-import psycopg
-from django.db import connection
-
 from django_pqjobs import enqueue_many
 from django_pqjobs.worker.queries import CLAIM_PLAN, claim_sql
 
-from ..harness import Result, reset_tables
+from ..harness import Result, raw_connection, reset_tables
 
 COMPLETE = (
     "UPDATE pqjobs_job SET status = 'done', finished_at = now(), duration_ms = 0 WHERE id = ANY(%s)"
@@ -21,12 +18,10 @@ COMPLETE = (
 def drain_with_sql(jobs: int, threads: int, batch: int) -> float:
     reset_tables()
     enqueue_many("tests.noop", [{}] * jobs)
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
     claim = claim_sql(filter_queues=False)
 
     def loop(n: int) -> None:
-        with psycopg.connect(**params, autocommit=True) as conn:
+        with raw_connection() as conn:
             while True:
                 with conn.transaction():  # the worker's claim: plan pinned, one transaction
                     conn.execute(CLAIM_PLAN)

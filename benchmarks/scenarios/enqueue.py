@@ -13,12 +13,9 @@ from __future__ import annotations
 import statistics
 import time
 
-import psycopg
-from django.db import connection
-
 from django_pqjobs import enqueue_job, enqueue_many
 
-from ..harness import Result, reset_tables
+from ..harness import Result, raw_connection, reset_tables
 
 REFERENCE_INSERT = (
     "INSERT INTO pqjobs_job (job_type, queue, payload, status, priority, attempts, "
@@ -36,11 +33,9 @@ def _rate(count: int, insert_one) -> float:
 
 def single_rounds(rounds: int, per_round: int) -> tuple[list[float], list[float]]:
     """Alternate rounds of ``enqueue_job`` and of the bare reference INSERT."""
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
     ours: list[float] = []
     reference: list[float] = []
-    with psycopg.connect(**params, autocommit=True) as raw:
+    with raw_connection() as raw:
 
         def raw_insert(n: int) -> None:
             raw.execute(REFERENCE_INSERT, [f'{{"n":{n}}}'])

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import psycopg
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.contrib.messages import get_messages
-from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
@@ -106,15 +104,12 @@ def test_bulk_run_now_only_moves_delayed_ready_jobs(operator):
     assert delayed.run_after <= queries.database_now("default")
 
 
-def test_retry_wakes_idle_workers_of_the_job_queue(operator):
+def test_retry_wakes_idle_workers_of_the_job_queue(operator, listener):
     job_id = enqueue_job("t", queue="emails")
+    assert [n.payload for n in listener.notifies(timeout=2, stop_after=1)] == ["emails"]
     Job.objects.filter(pk=job_id).update(status="failed")
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
-    with psycopg.connect(**params, autocommit=True) as listener:
-        listener.execute("LISTEN pqjobs")
-        operator.post(action_url(job_id, "retry"))
-        notes = list(listener.notifies(timeout=2, stop_after=1))
+    operator.post(action_url(job_id, "retry"))
+    notes = list(listener.notifies(timeout=2, stop_after=1))
     assert [n.payload for n in notes] == ["emails"]
 
 

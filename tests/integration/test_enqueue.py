@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-import psycopg
 import pytest
 from django.core.management import call_command
 from django.db import connection, connections, transaction
@@ -209,49 +208,34 @@ def test_enqueue_many_refuses_bad_input_before_inserting_anything():
     assert not Job.objects.exists()
 
 
-def test_enqueue_sends_notify_on_commit():
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
-    with psycopg.connect(**params, autocommit=True) as listener:
-        listener.execute("LISTEN pqjobs")
-        with transaction.atomic():
-            enqueue_job("t", queue="emails")
-            assert list(listener.notifies(timeout=0.2)) == []
-        notes = list(listener.notifies(timeout=2, stop_after=1))
+def test_enqueue_sends_notify_on_commit(listener):
+    with transaction.atomic():
+        enqueue_job("t", queue="emails")
+        assert list(listener.notifies(timeout=0.2)) == []
+    notes = list(listener.notifies(timeout=2, stop_after=1))
     assert [n.payload for n in notes] == ["emails"]
 
 
-def test_enqueue_job_is_one_round_trip_notify_included(django_assert_num_queries):
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
-    with psycopg.connect(**params, autocommit=True) as listener:
-        listener.execute("LISTEN pqjobs")
-        with django_assert_num_queries(1):
-            job_id = enqueue_job("t", {"n": 1}, queue="emails")
-        notes = list(listener.notifies(timeout=2, stop_after=1))
+def test_enqueue_job_is_one_round_trip_notify_included(listener, django_assert_num_queries):
+    with django_assert_num_queries(1):
+        job_id = enqueue_job("t", {"n": 1}, queue="emails")
+    notes = list(listener.notifies(timeout=2, stop_after=1))
     assert [n.payload for n in notes] == ["emails"]
     assert Job.objects.get(pk=job_id).status == "ready"
 
 
 @override_settings(PQJOBS={"LISTEN_NOTIFY": False})
-def test_no_notify_when_listen_notify_is_off():
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
-    with psycopg.connect(**params, autocommit=True) as listener:
-        listener.execute("LISTEN pqjobs")
-        enqueue_job("t", queue="emails")
-        assert list(listener.notifies(timeout=0.3)) == []
+def test_no_notify_when_listen_notify_is_off(listener):
+    enqueue_job("t", queue="emails")
+    assert list(listener.notifies(timeout=0.3)) == []
     assert Job.objects.filter(queue="emails").count() == 1
 
 
-def test_a_dedupe_conflict_sends_no_notify():
+def test_a_dedupe_conflict_sends_no_notify(listener):
     first = enqueue_job("t", dedupe_key="k", queue="emails")
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
-    with psycopg.connect(**params, autocommit=True) as listener:
-        listener.execute("LISTEN pqjobs")
-        assert enqueue_job("t", dedupe_key="k", queue="emails") == first
-        assert list(listener.notifies(timeout=0.3)) == []
+    assert [n.payload for n in listener.notifies(timeout=2, stop_after=1)] == ["emails"]
+    assert enqueue_job("t", dedupe_key="k", queue="emails") == first
+    assert list(listener.notifies(timeout=0.3)) == []
 
 
 def test_enqueue_works_with_server_side_binding_cursors():
