@@ -170,7 +170,8 @@ _ON_CONFLICT = (
 # One job goes in through pqjobs_enqueue() (migration 0007): PL/pgSQL keeps the INSERT's
 # plan for the life of the server session, which spares the server planning it on every
 # call without client-side prepared statements (those break behind PgBouncer in
-# transaction mode). The casts pin the signature for server-side binding cursors too.
+# transaction mode). The casts state each argument's type whichever way the cursor binds
+# (literals merged client-side by default, typed parameters with server_side_binding).
 _ENQUEUE_ONE = (
     "SELECT pqjobs_enqueue(%s, %s, %s::jsonb, %s::integer, %s::integer, %s::timestamptz, "
     "%s::double precision, %s::double precision, %s::text, %s::bigint, %s::bigint, %s::text)"
