@@ -60,8 +60,14 @@ def permanent(ctx: JobContext) -> None:
 
 @job("tests.sleep")
 def sleep(ctx: JobContext) -> dict:
-    """Sleeps in Python-level slices (interruptible), or in one C call with "blocking"."""
+    """Sleeps in Python-level slices (interruptible), or in one C call with "blocking".
+
+    With "report_start" the handler first records progress, so a test can tell a job an
+    executor has started from one that is claimed (``running``) but not yet handed over.
+    """
     seconds = float(ctx.job.payload.get("seconds", 1))
+    if ctx.job.payload.get("report_start"):
+        ctx.set_progress(0, message="started")
     if ctx.job.payload.get("blocking"):
         time.sleep(seconds)
     else:
