@@ -14,14 +14,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def setup_django(settings: str = "benchmarks.settings") -> None:
+def setup_django(settings: str = "benchmarks.settings", migrate: bool = True) -> None:
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", settings)
     import django
     from django.core.management import call_command
 
     django.setup()
-    call_command("migrate", verbosity=0)
+    if migrate:
+        call_command("migrate", verbosity=0)
 
 
 def sql(statement: str, params: list | None = None) -> list[tuple]:
@@ -43,7 +44,10 @@ def raw_connection():
 
 
 def reset_tables() -> None:
-    sql("TRUNCATE pqjobs_attempt, pqjobs_job, pqjobs_worker RESTART IDENTITY CASCADE")
+    sql(
+        "TRUNCATE pqjobs_attempt, pqjobs_job, pqjobs_worker, pqjobs_key_slot, pqjobs_rate, "
+        "pqjobs_pause RESTART IDENTITY CASCADE"
+    )
     sql("VACUUM ANALYZE pqjobs_job")
 
 
@@ -58,12 +62,24 @@ class Result:
     extra: dict = field(default_factory=dict)
 
 
+LOG_DIR = ROOT / "benchmarks" / "results"
+
+
 @contextmanager
-def worker_process(*args: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
-    """A ``run_jobs`` subprocess on the same database; always stopped on exit."""
-    command = [sys.executable, "-m", "django", "run_jobs", "-v", "0", *args]
+def worker_process(
+    *args: str, env: dict[str, str] | None = None, launcher: str = "django"
+) -> Iterator[subprocess.Popen]:
+    """A ``run_jobs`` subprocess on the same database, run the way users run it (default
+    verbosity: its log lines are written to ``results/worker.log``); always stopped on exit.
+
+    ``launcher``: the module that runs the command (``benchmarks.without_tracing`` runs it
+    as if ``opentelemetry`` were not installed).
+    """
+    command = [sys.executable, "-m", launcher, "run_jobs", *args]
     environment = {**os.environ, **(env or {})}
-    process = subprocess.Popen(command, cwd=ROOT, env=environment)
+    LOG_DIR.mkdir(exist_ok=True)
+    with open(LOG_DIR / "worker.log", "a") as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=log)
     try:
         yield process
     finally:

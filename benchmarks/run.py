@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 import time
+import traceback
 from dataclasses import asdict
 from pathlib import Path
 
@@ -16,7 +17,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness import ROOT, Result, setup_django
 
-ORDER = ["baseline", "drain", "scale", "enqueue", "latency", "sustained", "memory"]
+ORDER = [
+    "baseline",
+    "drain",
+    "scale",
+    "enqueue",
+    "latency",
+    "mixed",
+    "metrics",
+    "sustained",
+    "memory",
+    "flow",
+    "tasks",
+]
 
 
 def main() -> int:
@@ -29,23 +42,43 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown scenario(s) {sorted(unknown)}; choose from {ORDER}")
     setup_django()
-    from benchmarks.scenarios import baseline, drain, enqueue, latency, memory, scale, sustained
+    from benchmarks.scenarios import (
+        baseline,
+        drain,
+        enqueue,
+        flow,
+        latency,
+        memory,
+        metrics,
+        mixed,
+        scale,
+        sustained,
+        tasks,
+    )
 
     modules = {
         "baseline": baseline,
         "drain": drain,
         "enqueue": enqueue,
         "latency": latency,
+        "mixed": mixed,
+        "metrics": metrics,
         "sustained": sustained,
         "memory": memory,
+        "flow": flow,
+        "tasks": tasks,
     }
     results: list[Result] = []
     for name in chosen:
-        if name == "scale":
-            empty = next((r.figure for r in results if r.scenario.startswith("drain")), None)
-            results += scale.run(args.quick, empty)
-        else:
-            results += modules[name].run(args.quick)
+        try:
+            if name == "scale":
+                empty = next((r.figure for r in results if r.scenario.startswith("drain")), None)
+                results += scale.run(args.quick, empty)
+            else:
+                results += modules[name].run(args.quick)
+        except Exception:  # one broken scenario must not cost the figures of the others
+            traceback.print_exc()
+            results.append(Result(name, 0, "-", "-", False, "the scenario failed (see above)"))
         print(f"... {name} done", file=sys.stderr)
     base = max((r.figure for r in results if r.scenario.startswith("baseline")), default=None)
     print(f"{'scenario':<58} {'figure':>10} {'unit':<10} {'target':<16} {'ok':<5} ratio")

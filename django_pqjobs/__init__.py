@@ -2,10 +2,12 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from . import flow
 from .context import JobContext
 from .embedded import start_embedded_worker
 from .enqueue import enqueue_job, enqueue_many, enqueue_on_commit
 from .errors import (
+    DatabaseNotReady,
     DuplicateJob,
     InvalidJobOption,
     JobCancelled,
@@ -14,9 +16,12 @@ from .errors import (
     PayloadError,
     PermanentError,
     PQJobsError,
+    QueueFull,
     Retry,
+    UnknownJobType,
 )
 from .operations import cancel_job, retry_job
+from .options import Priority
 from .policies import ExponentialBackoff, StepBackoff
 from .registry import job
 
@@ -26,6 +31,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [
+    "DatabaseNotReady",
     "DuplicateJob",
     "ExponentialBackoff",
     "InvalidJobOption",
@@ -36,12 +42,16 @@ __all__ = [
     "PQJobsError",
     "PayloadError",
     "PermanentError",
+    "Priority",
+    "QueueFull",
     "Retry",
     "StepBackoff",
+    "UnknownJobType",
     "cancel_job",
     "enqueue_job",
     "enqueue_many",
     "enqueue_on_commit",
+    "flow",
     "job",
     "retry_job",
     "start_embedded_worker",

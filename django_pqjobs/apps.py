@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.core.checks import Tags, register
 
 
 class PQJobsConfig(AppConfig):
@@ -10,6 +11,13 @@ class PQJobsConfig(AppConfig):
     def ready(self) -> None:
         from django.utils.module_loading import autodiscover_modules
 
-        from . import checks  # noqa: F401 - registers the system checks
+        from .checks import check_settings
+        from .schedules.checks import check_schedules
+        from .tasks.activation import activate
 
+        # 'compatibility', not 'database': Django 6 runs database-tagged checks only with
+        # `check --database`, which would hide a non-PostgreSQL engine.
+        register(check_settings, Tags.compatibility)
+        register(check_schedules, Tags.compatibility)
         autodiscover_modules("jobs")
+        activate()  # the Tasks framework backend's worker side, if TASKS names it

@@ -1,40 +1,72 @@
-"""System checks with stable ids. See docs/reference/settings.md for the list."""
+"""System checks with stable ids. See docs/reference/settings.md for the list.
+
+Registered by ``PQJobsConfig.ready()``; importing this module registers nothing.
+"""
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.core.checks import CheckMessage, Error, Warning
 
-from .conf import CHECK_IDS, DEFAULTS, VALIDATORS, conf
-from .schedules import checks as _schedule_checks  # noqa: F401 - registers them
+from .conf import Settings, conf
+from .registry import registry
 
 
-# Not tagged 'database': these checks read settings only, and Django 6 runs database-tagged
-# checks only with `check --database`, which would hide a non-PostgreSQL engine.
-@register(Tags.compatibility)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    errors: list[CheckMessage] = []
+    """Every ``PQJOBS`` key (and ``WORKER_*`` variable) is valid; no unknown keys."""
     user = getattr(settings, "PQJOBS", None)
     if user is not None and not isinstance(user, dict):
         return [Error("PQJOBS must be a dict", id="pqjobs.E002", obj="settings.PQJOBS")]
-    for key in sorted(set(user or {}) - set(DEFAULTS)):
-        errors.append(
-            Warning(
-                f"PQJOBS has an unknown key {key!r}",
-                hint=f"Known keys: {', '.join(sorted(DEFAULTS))}",
-                id="pqjobs.W001",
-                obj="settings.PQJOBS",
-            )
-        )
-    for key, validator in VALIDATORS.items():
+    errors: list[CheckMessage] = [unknown_key_warning(key) for key in unknown_keys(user or {})]
+    for setting in Settings.declarations():
         try:
-            validator(conf.raw(key), conf.source(key))
+            conf.value_of(setting)
         except (ValueError, TypeError) as exc:
-            errors.append(Error(str(exc), id=CHECK_IDS[key], obj="settings.PQJOBS"))
+            errors.append(Error(str(exc), id=setting.check_id, obj="settings.PQJOBS"))
     errors.extend(_check_databases())
+    errors.extend(_check_queue_rates())
     return errors
+
+
+def _check_queue_rates() -> list[CheckMessage]:
+    """A rate for a queue no job goes to is most likely a typo."""
+    try:
+        rates = conf.QUEUE_RATES
+        known = {conf.DEFAULT_QUEUE, *(conf.QUEUES or [])}
+    except ValueError:
+        return []  # reported by the setting's own check
+    known.update(job_type.queue for job_type in registry.all() if job_type.queue)
+    return [
+        Warning(
+            f"PQJOBS['QUEUE_RATES'] limits the queue {queue!r}, which no job type, "
+            "DEFAULT_QUEUE or QUEUES names",
+            hint=f"Known queues: {', '.join(sorted(known))}. Jobs enqueued with "
+            f"queue={queue!r} would still follow it.",
+            id="pqjobs.W050",
+            obj="settings.PQJOBS",
+        )
+        for queue in sorted(set(rates) - known)
+    ]
+
+
+def unknown_keys(user: dict[Any, Any]) -> list[Any]:
+    known = {setting.name for setting in Settings.declarations()}
+    return sorted((key for key in user if key not in known), key=str)
+
+
+def unknown_key_warning(key: Any) -> Warning:
+    known = sorted(setting.name for setting in Settings.declarations())
+    message = f"PQJOBS has an unknown key {key!r}"
+    if isinstance(key, str):
+        close = difflib.get_close_matches(key.upper(), known, n=1)
+        if close:
+            message += f"; did you mean {close[0]!r}?"
+    return Warning(
+        message, hint=f"Known keys: {', '.join(known)}", id="pqjobs.W001", obj="settings.PQJOBS"
+    )
 
 
 def _check_databases() -> list[CheckMessage]:

@@ -3,79 +3,257 @@
 Precedence for each value: the ``PQJOBS`` dict in Django settings, then the matching
 ``WORKER_*`` environment variable (where one exists), then the documented default.
 Command-line flags of ``run_jobs`` override all of these.
+
+Each setting is declared once, as a :class:`Setting` attribute of :class:`Settings`: its
+default, validator, system-check id, environment variable and meaning. The system checks,
+the unknown-key warning and the reference docs all work from these declarations.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar, overload
 
 from django.conf import settings
 
+from . import options
 from .durations import to_seconds
-from .policies import BackoffPolicy, DelaySequence, make_backoff, make_delays
-from .schedules.timing import ScheduleSpec, specs_from_setting
+from .policies import make_backoff, make_delays
+from .recurrence import specs_from_setting
+
+T = TypeVar("T")
 
 DAY = 86400
 
-DEFAULTS: dict[str, Any] = {
-    "DATABASE": "default",
-    "LISTEN_DATABASE": None,
-    "QUEUES": None,
-    "CONCURRENCY": 1,
-    "ENABLED": True,
-    "MAX_ATTEMPTS": 5,
-    "DEFAULT_TIMEOUT": None,
-    "DEFAULT_PRIORITY": 0,
-    "DEFAULT_QUEUE": "default",
-    "DEDUPE": "skip",
-    "BACKOFF": "default",
-    "POLL_INTERVALS": [1, 2, 5, 10],
-    "LOOP_ERROR_DELAYS": [0.5, 1, 2, 5, 10],
-    "LISTEN_NOTIFY": True,
-    "SCHEDULES": [],
-    "SCHEDULER_INTERVAL": 1,
-    "SCHEDULE_MISFIRE_GRACE": 10,
-    "HEARTBEAT_INTERVAL": 10,
-    "STALE_TIMEOUT": 1200,
-    "REAP_INTERVAL": 60,
-    "SHUTDOWN_TIMEOUT": 30,
-    "TIMEOUT_GRACE": 5,
-    "PRUNE_INTERVAL": 3600,
-    "RETENTION": {"done": 7 * DAY, "failed": 30 * DAY, "cancelled": 7 * DAY},
-    "PAYLOAD_MAX_BYTES": 256 * 1024,
-    "ISOLATION": "thread",
-    "PREFETCH_MAX": 500,
-    "HOOKS": {},
-}
-
-ENVIRONMENT = {
-    "ENABLED": "WORKER_ENABLED",
-    "CONCURRENCY": "WORKER_CONCURRENCY",
-    "REAP_INTERVAL": "WORKER_REAP_INTERVAL",
-    "STALE_TIMEOUT": "WORKER_STALE_TIMEOUT",
-}
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+Validator = Callable[[Any, str], T]
+"""``(raw value, where it came from) -> normalised value``; raises ValueError naming ``where``."""
 
 
-def _env_value(key: str, raw: str) -> Any:
-    text = raw.strip().lower()
-    if key == "ENABLED":
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
-            return False
-        return raw
+# --- environment variables: text -> the value a PQJOBS key would hold ---------------------
+
+ENV_TRUE = ("true", "1", "yes", "on")
+ENV_FALSE = ("false", "0", "no", "off")
+
+
+def env_bool(text: str, where: str) -> bool:
+    """``true/false/1/0/yes/no/on/off`` in any case; anything else is a clear error.
+
+    A variable that is set but empty counts as false (``WORKER_ENABLED=`` in a compose file).
+    """
+    word = text.strip().lower()
+    if word in ENV_TRUE:
+        return True
+    if word in ENV_FALSE or not word:
+        return False
+    accepted = "/".join(v for pair in zip(ENV_TRUE, ENV_FALSE, strict=True) for v in pair)
+    raise ValueError(f"{where} must be one of {accepted} (any case), got {text!r}")
+
+
+def env_number(text: str, where: str) -> Any:
+    """A number (int when whole); other text is returned for the validator to refuse."""
     try:
-        number = float(text)
+        number = float(text.strip())
     except ValueError:
-        return raw
+        return text
     return int(number) if number.is_integer() else number
 
+
+# --- the declaration ------------------------------------------------------------------------
+
+
+class Setting(Generic[T]):
+    """One ``PQJOBS`` key. As a class attribute of :class:`Settings` it reads as its value.
+
+    - ``default``: the value when neither ``PQJOBS`` nor the environment sets one;
+    - ``validate``: turns the raw value into the typed one, or raises ValueError;
+    - ``check``: the stable system-check id reported when ``validate`` refuses the value;
+    - ``meaning``: one line for humans (the reference docs say more);
+    - ``env`` / ``from_env``: the environment variable, and how its text becomes a value;
+    - ``fallback``: the setting whose value a ``None`` value stands for.
+
+    The key is the attribute name the declaration is assigned to.
+    """
+
+    name: str
+
+    @overload
+    def __init__(
+        self,
+        default: Any,
+        validate: Validator[T],
+        *,
+        check: str,
+        meaning: str,
+        env: str | None = None,
+        from_env: Callable[[str, str], Any] = env_number,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        default: Any,
+        validate: Validator[T | None],
+        *,
+        check: str,
+        meaning: str,
+        env: str | None = None,
+        from_env: Callable[[str, str], Any] = env_number,
+        fallback: Setting[T],
+    ) -> None: ...
+
+    def __init__(
+        self,
+        default: Any,
+        validate: Validator[Any],
+        *,
+        check: str,
+        meaning: str,
+        env: str | None = None,
+        from_env: Callable[[str, str], Any] = env_number,
+        fallback: Setting[Any] | None = None,
+    ) -> None:
+        self.default = default
+        self.validate = validate
+        self.check_id = check
+        self.meaning = meaning
+        self.env = env
+        self.from_env = from_env
+        self.fallback = fallback
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<Setting PQJOBS[{self.name!r}]>"
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> Setting[T]: ...
+
+    @overload
+    def __get__(self, instance: Settings, owner: type) -> T: ...
+
+    def __get__(self, instance: Settings | None, owner: type) -> Setting[T] | T:
+        if instance is None:
+            return self
+        value: T = instance.value_of(self)
+        if value is None and self.fallback is not None:
+            return self.fallback.__get__(instance, owner)
+        return value
+
+
+# --- validators: (raw value, source name) -> normalised value, or ValueError ---------------
+
+
+def positive_int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{where} must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def non_negative_int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{where} must be a whole number of 0 or more, got {value!r}")
+    return value
+
+
+def positive_seconds(value: Any, where: str) -> float:
+    return to_seconds(value, where, allow_zero=False)
+
+
+def optional_positive_seconds(value: Any, where: str) -> float | None:
+    return None if value is None else positive_seconds(value, where)
+
+
+def non_empty_string(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{where} must be a non-empty string, got {value!r}")
+    return value
+
+
+def optional_non_empty_string(value: Any, where: str) -> str | None:
+    return None if value is None else non_empty_string(value, where)
+
+
+def boolean(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{where} must be True or False, got {value!r}")
+    return value
+
+
+def queue_names(value: Any, where: str) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
+        raise ValueError(f"{where} must be None (every queue) or a non-empty list of names")
+    return [options.queue_name(q, f"{where} item") for q in value]
+
+
+def queue_rates(value: Any, where: str) -> dict[str, options.Rate]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} must be a dict of queue name -> rate such as '100/m'")
+    return {
+        options.queue_name(queue, f"{where} key"): options.rate(spec, f"{where}[{queue!r}]")
+        for queue, spec in value.items()
+    }
+
+
+def optional_timeout(value: Any, where: str) -> float | None:
+    return None if value is None else options.timeout(value, where)
+
+
+def optional_permission(value: Any, where: str) -> str | None:
+    """None, or a permission as ``user.has_perm()`` takes it: ``"app_label.codename"``."""
+    if value is None:
+        return None
+    app_label, dot, codename = value.partition(".") if isinstance(value, str) else ("", "", "")
+    if not dot or not app_label.strip() or not codename.strip() or "." in codename:
+        raise ValueError(
+            f"{where} must be None or a permission such as 'django_pqjobs.change_job' "
+            f"(app_label.codename), got {value!r}"
+        )
+    return value
+
+
+DEFAULT_RETENTION = {"done": 7 * DAY, "failed": 30 * DAY, "cancelled": 7 * DAY}
+
+
+def retention_periods(value: Any, where: str) -> dict[str, float | None]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} must be a dict with keys 'done', 'failed', 'cancelled'")
+    unknown = set(value) - set(DEFAULT_RETENTION)
+    if unknown:
+        raise ValueError(f"{where} has unknown keys {sorted(unknown)}; use done/failed/cancelled")
+    merged = {**DEFAULT_RETENTION, **value}
+    return {k: optional_positive_seconds(v, f"{where}[{k!r}]") for k, v in merged.items()}
+
+
+HOOK_NAMES = ("pre_execute", "post_execute")
+
+
+def hook_callables(value: Any, where: str) -> dict[str, Callable[..., Any]]:
+    from django.utils.module_loading import import_string
+
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} must be a dict with keys {HOOK_NAMES}")
+    unknown = set(value) - set(HOOK_NAMES)
+    if unknown:
+        raise ValueError(f"{where} has unknown keys {sorted(unknown)}; use {HOOK_NAMES}")
+    found: dict[str, Callable[..., Any]] = {}
+    for hook, target in value.items():
+        if isinstance(target, str):
+            try:
+                target = import_string(target)
+            except ImportError as exc:
+                raise ValueError(f"{where}[{hook!r}] cannot be imported: {exc}") from None
+        if not callable(target):
+            raise ValueError(f"{where}[{hook!r}] must be a callable or its dotted path")
+        found[hook] = target
+    return found
+
+
+# --- the validated-value cache -------------------------------------------------------------
 
 _UNCACHEABLE = object()
 
@@ -97,6 +275,9 @@ def _same(snapshot: Any, value: Any) -> bool:
         return False
 
 
+# --- the settings ----------------------------------------------------------------------------
+
+
 class Settings:
     """Typed access to the ``PQJOBS`` settings dict. Use the module-level ``conf``.
 
@@ -105,313 +286,273 @@ class Settings:
     on every job and some validators (hook imports, schedules) are not cheap.
     """
 
+    DATABASE = Setting(
+        "default",
+        non_empty_string,
+        check="pqjobs.E010",
+        meaning="Database alias of the job tables.",
+    )
+    LISTEN_DATABASE = Setting(
+        None,
+        optional_non_empty_string,
+        fallback=DATABASE,
+        check="pqjobs.E011",
+        meaning="Database alias of the LISTEN connection (None: DATABASE).",
+    )
+    QUEUES = Setting(
+        None,
+        queue_names,
+        check="pqjobs.E012",
+        meaning="Queues a worker takes jobs from when run_jobs gets no --queue (None: all).",
+    )
+    CONCURRENCY = Setting(
+        1,
+        positive_int,
+        env="WORKER_CONCURRENCY",
+        check="pqjobs.E013",
+        meaning="Executor threads per worker.",
+    )
+    ENABLED = Setting(
+        True,
+        boolean,
+        env="WORKER_ENABLED",
+        from_env=env_bool,
+        check="pqjobs.E014",
+        meaning="False: run_jobs exits at once and the embedded worker starts nothing.",
+    )
+    MAX_ATTEMPTS = Setting(
+        5,
+        options.max_attempts,
+        check="pqjobs.E015",
+        meaning="Attempts per job unless the job says.",
+    )
+    DEFAULT_TIMEOUT = Setting(
+        None,
+        optional_timeout,
+        check="pqjobs.E016",
+        meaning="Timeout of jobs that set none (None: no timeout).",
+    )
+    DEFAULT_PRIORITY = Setting(
+        0, options.priority, check="pqjobs.E017", meaning="Priority of jobs that set none."
+    )
+    DEFAULT_QUEUE = Setting(
+        "default",
+        options.queue_name,
+        check="pqjobs.E018",
+        meaning="Queue of jobs that set none.",
+    )
+    DEDUPE = Setting(
+        "skip",
+        options.dedupe,
+        check="pqjobs.E019",
+        meaning="Strategy on a duplicate dedupe_key: skip, replace or error.",
+    )
+    BACKOFF = Setting(
+        "default", make_backoff, check="pqjobs.E020", meaning="Delays between retries."
+    )
+    POLL_INTERVALS = Setting(
+        [1, 2, 5, 10],
+        make_delays,
+        check="pqjobs.E021",
+        meaning="Idle-poll delays after 1, 2, 3, 4+ empty claims.",
+    )
+    LOOP_ERROR_DELAYS = Setting(
+        [0.5, 1, 2, 5, 10],
+        make_delays,
+        check="pqjobs.E022",
+        meaning="Waits after consecutive infrastructure errors.",
+    )
+    LISTEN_NOTIFY = Setting(
+        True,
+        boolean,
+        check="pqjobs.E023",
+        meaning="NOTIFY on enqueue and LISTEN in workers (False: polling only).",
+    )
+    HEARTBEAT_INTERVAL = Setting(
+        10,
+        positive_seconds,
+        check="pqjobs.E024",
+        meaning="How often a worker records that it and its jobs are alive.",
+    )
+    STALE_TIMEOUT = Setting(
+        1200,
+        positive_seconds,
+        env="WORKER_STALE_TIMEOUT",
+        check="pqjobs.E025",
+        meaning="Heartbeat age after which a running job is rescued.",
+    )
+    REAP_INTERVAL = Setting(
+        60,
+        positive_seconds,
+        env="WORKER_REAP_INTERVAL",
+        check="pqjobs.E026",
+        meaning="How often each worker looks for stale jobs.",
+    )
+    SHUTDOWN_TIMEOUT = Setting(
+        30,
+        to_seconds,
+        check="pqjobs.E027",
+        meaning="Grace period for running jobs after SIGTERM/SIGINT.",
+    )
+    TIMEOUT_GRACE = Setting(
+        5,
+        positive_seconds,
+        check="pqjobs.E028",
+        meaning="Wait after interrupting a timed-out thread job before abandoning its thread.",
+    )
+    PRUNE_INTERVAL = Setting(
+        3600,
+        optional_positive_seconds,
+        check="pqjobs.E029",
+        meaning="How often a worker prunes finished jobs (None: never).",
+    )
+    RETENTION = Setting(
+        DEFAULT_RETENTION,
+        retention_periods,
+        check="pqjobs.E030",
+        meaning="Age after which done / failed / cancelled jobs are deleted (None: never).",
+    )
+    PAYLOAD_MAX_BYTES = Setting(
+        256 * 1024,
+        positive_int,
+        check="pqjobs.E031",
+        meaning="Largest serialised payload enqueue_job accepts.",
+    )
+    QUEUE_RATES = Setting(
+        {},
+        queue_rates,
+        check="pqjobs.E051",
+        meaning="Rate limits per queue, e.g. {'emails': '100/m'}.",
+    )
+    FLOW_SWEEP_INTERVAL = Setting(
+        0.5,
+        positive_seconds,
+        check="pqjobs.E052",
+        meaning="How often workers release jobs blocked by a rate limit into a new window.",
+    )
+    RESULT_MAX_BYTES = Setting(
+        1024 * 1024,
+        positive_int,
+        check="pqjobs.E050",
+        meaning="Largest serialised result a job may store; a larger one fails the job.",
+    )
+    ISOLATION = Setting(
+        "thread",
+        options.isolation,
+        check="pqjobs.E032",
+        meaning="Default execution mode of a worker: thread or process.",
+    )
+    HOOKS = Setting(
+        {},
+        hook_callables,
+        check="pqjobs.E033",
+        meaning="pre_execute / post_execute callables (or dotted paths).",
+    )
+    PREFETCH_MAX = Setting(
+        500,
+        non_negative_int,
+        check="pqjobs.E034",
+        meaning="Most jobs a worker claims beyond its free executors.",
+    )
+    LOG_SUCCESSES = Setting(
+        False,
+        boolean,
+        check="pqjobs.E070",
+        meaning="Log a line for every job that succeeds (run_jobs -v 2 turns it on).",
+    )
+    LOG_SUMMARY_INTERVAL = Setting(
+        60,
+        optional_positive_seconds,
+        check="pqjobs.E071",
+        meaning="How often a worker logs what it did since its last summary (None: never).",
+    )
+    STATS_INTERVAL = Setting(
+        10,
+        optional_positive_seconds,
+        check="pqjobs.E072",
+        meaning="How often a worker adds its outcome counts to the stats tables (None: never).",
+    )
+    SCHEDULES = Setting(
+        [],
+        specs_from_setting,
+        check="pqjobs.E040",
+        meaning="Recurring jobs declared in settings.",
+    )
+    SCHEDULER_INTERVAL = Setting(
+        1,
+        optional_positive_seconds,
+        check="pqjobs.E041",
+        meaning="How often each worker fires due schedules (None: never).",
+    )
+    SCHEDULE_MISFIRE_GRACE = Setting(
+        10,
+        to_seconds,
+        check="pqjobs.E042",
+        meaning="Lateness after which a tick counts as missed.",
+    )
+    ADMIN_DATA_PERMISSION = Setting(
+        None,
+        optional_permission,
+        check="pqjobs.E060",
+        meaning="Permission needed to see payloads, results, errors and tracebacks in the "
+        "admin (None: whoever may view jobs).",
+    )
+    AUDIT_RETENTION = Setting(
+        365 * DAY,
+        optional_positive_seconds,
+        check="pqjobs.E061",
+        meaning="Age after which the audit trail of operator actions is deleted (None: never).",
+    )
+    ALLOW_UNKNOWN_JOB_TYPES = Setting(
+        False,
+        boolean,
+        check="pqjobs.E062",
+        meaning="True: enqueue job types no handler is registered for in this process "
+        "(their handlers live in the workers' code only).",
+    )
+
     def __init__(self) -> None:
         self._validated: dict[str, tuple[Any, str, Any]] = {}
 
-    def _lookup(self, key: str) -> tuple[Any, str]:
+    @classmethod
+    def declarations(cls) -> Iterator[Setting[Any]]:
+        """Every declared setting, in declaration order."""
+        for value in vars(cls).values():
+            if isinstance(value, Setting):
+                yield value
+
+    @classmethod
+    def declaration(cls, key: str) -> Setting[Any]:
+        """The declaration of ``key``; KeyError if there is no such setting."""
+        found = vars(cls).get(key)
+        if not isinstance(found, Setting):
+            raise KeyError(key)
+        return found
+
+    def _lookup(self, setting: Setting[Any]) -> tuple[Any, str, bool]:
+        """``(raw value, where it came from, whether it is environment text)``."""
         user = getattr(settings, "PQJOBS", None) or {}
-        if key in user:
-            return user[key], f"PQJOBS[{key!r}]"
-        env_name = ENVIRONMENT.get(key)
-        if env_name and env_name in os.environ:
-            return _env_value(key, os.environ[env_name]), f"environment variable {env_name}"
-        return DEFAULTS[key], f"PQJOBS[{key!r}]"
+        if setting.name in user:
+            return user[setting.name], f"PQJOBS[{setting.name!r}]", False
+        if setting.env and setting.env in os.environ:
+            return os.environ[setting.env], f"environment variable {setting.env}", True
+        return setting.default, f"PQJOBS[{setting.name!r}]", False
 
     def raw(self, key: str) -> Any:
-        """The configured value of ``key`` before validation (setting, env var, default)."""
-        return self._lookup(key)[0]
+        """The configured value of ``key`` before validation: the ``PQJOBS`` value, the
+        environment variable's text, or the default."""
+        return self._lookup(self.declaration(key))[0]
 
-    def source(self, key: str) -> str:
-        """Where ``key`` came from, for error messages: ``PQJOBS['X']`` or the env var."""
-        return self._lookup(key)[1]
-
-    def _get(self, key: str) -> Any:
-        raw, source = self._lookup(key)
-        cached = self._validated.get(key)
+    def value_of(self, setting: Setting[T]) -> T:
+        """The validated value of ``setting``; ValueError naming its source if invalid."""
+        raw, source, from_env = self._lookup(setting)
+        cached = self._validated.get(setting.name)
         if cached is not None and cached[1] == source and _same(cached[0], raw):
             return cached[2]
-        value = VALIDATORS[key](raw, source)
-        self._validated[key] = (_snapshot(raw), source, value)
+        parsed = setting.from_env(raw, source) if from_env else raw
+        value = setting.validate(parsed, source)
+        self._validated[setting.name] = (_snapshot(raw), source, value)
         return value
 
-    @property
-    def DATABASE(self) -> str:
-        return str(self._get("DATABASE"))
-
-    @property
-    def LISTEN_DATABASE(self) -> str:
-        value = self._get("LISTEN_DATABASE")
-        return self.DATABASE if value is None else str(value)
-
-    @property
-    def QUEUES(self) -> list[str] | None:
-        return self._get("QUEUES")
-
-    @property
-    def CONCURRENCY(self) -> int:
-        return int(self._get("CONCURRENCY"))
-
-    @property
-    def ENABLED(self) -> bool:
-        return bool(self._get("ENABLED"))
-
-    @property
-    def MAX_ATTEMPTS(self) -> int:
-        return int(self._get("MAX_ATTEMPTS"))
-
-    @property
-    def DEFAULT_TIMEOUT(self) -> float | None:
-        return self._get("DEFAULT_TIMEOUT")
-
-    @property
-    def DEFAULT_PRIORITY(self) -> int:
-        return int(self._get("DEFAULT_PRIORITY"))
-
-    @property
-    def DEFAULT_QUEUE(self) -> str:
-        return str(self._get("DEFAULT_QUEUE"))
-
-    @property
-    def DEDUPE(self) -> str:
-        return str(self._get("DEDUPE"))
-
-    @property
-    def BACKOFF(self) -> BackoffPolicy:
-        return self._get("BACKOFF")
-
-    @property
-    def POLL_INTERVALS(self) -> DelaySequence:
-        return self._get("POLL_INTERVALS")
-
-    @property
-    def LOOP_ERROR_DELAYS(self) -> DelaySequence:
-        return self._get("LOOP_ERROR_DELAYS")
-
-    @property
-    def LISTEN_NOTIFY(self) -> bool:
-        return bool(self._get("LISTEN_NOTIFY"))
-
-    @property
-    def HEARTBEAT_INTERVAL(self) -> float:
-        return float(self._get("HEARTBEAT_INTERVAL"))
-
-    @property
-    def STALE_TIMEOUT(self) -> float:
-        return float(self._get("STALE_TIMEOUT"))
-
-    @property
-    def REAP_INTERVAL(self) -> float:
-        return float(self._get("REAP_INTERVAL"))
-
-    @property
-    def SCHEDULES(self) -> list[ScheduleSpec]:
-        return self._get("SCHEDULES")
-
-    @property
-    def SCHEDULER_INTERVAL(self) -> float | None:
-        return self._get("SCHEDULER_INTERVAL")
-
-    @property
-    def SCHEDULE_MISFIRE_GRACE(self) -> float:
-        return float(self._get("SCHEDULE_MISFIRE_GRACE"))
-
-    @property
-    def SHUTDOWN_TIMEOUT(self) -> float:
-        return float(self._get("SHUTDOWN_TIMEOUT"))
-
-    @property
-    def TIMEOUT_GRACE(self) -> float:
-        return float(self._get("TIMEOUT_GRACE"))
-
-    @property
-    def PRUNE_INTERVAL(self) -> float | None:
-        return self._get("PRUNE_INTERVAL")
-
-    @property
-    def RETENTION(self) -> dict[str, float | None]:
-        return self._get("RETENTION")
-
-    @property
-    def PAYLOAD_MAX_BYTES(self) -> int:
-        return int(self._get("PAYLOAD_MAX_BYTES"))
-
-    @property
-    def PREFETCH_MAX(self) -> int:
-        return int(self._get("PREFETCH_MAX"))
-
-    @property
-    def ISOLATION(self) -> str:
-        return str(self._get("ISOLATION"))
-
-    @property
-    def HOOKS(self) -> dict[str, Callable[..., Any]]:
-        return self._get("HOOKS")
-
-
-# --- validators: (raw value, source name) -> normalised value, or ValueError ---------------
-
-
-def _positive_int(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{where} must be a whole number of at least 1, got {value!r}")
-    return value
-
-
-def _non_negative_int(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{where} must be a whole number of 0 or more, got {value!r}")
-    return value
-
-
-def _int(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{where} must be a whole number, got {value!r}")
-    return value
-
-
-def _seconds(value: Any, where: str) -> float:
-    return to_seconds(value, where, allow_zero=False)
-
-
-def _optional_seconds(value: Any, where: str) -> float | None:
-    return None if value is None else _seconds(value, where)
-
-
-def _name(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{where} must be a non-empty string, got {value!r}")
-    return value
-
-
-def _optional_name(value: Any, where: str) -> str | None:
-    return None if value is None else _name(value, where)
-
-
-def _bool(value: Any, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{where} must be True or False, got {value!r}")
-    return value
-
-
-def _queues(value: Any, where: str) -> list[str] | None:
-    if value is None:
-        return None
-    if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
-        raise ValueError(f"{where} must be None (every queue) or a non-empty list of names")
-    return [_name(q, f"{where} item") for q in value]
-
-
-def _dedupe(value: Any, where: str) -> str:
-    if value not in ("skip", "replace", "error"):
-        raise ValueError(f"{where} must be 'skip', 'replace' or 'error', got {value!r}")
-    return str(value)
-
-
-def _schedules(value: Any, where: str) -> list[ScheduleSpec]:
-    return specs_from_setting(value, where)  # ScheduleError is a ValueError
-
-
-def _retention(value: Any, where: str) -> dict[str, float | None]:
-    if not isinstance(value, dict):
-        raise ValueError(f"{where} must be a dict with keys 'done', 'failed', 'cancelled'")
-    unknown = set(value) - {"done", "failed", "cancelled"}
-    if unknown:
-        raise ValueError(f"{where} has unknown keys {sorted(unknown)}; use done/failed/cancelled")
-    merged = {**DEFAULTS["RETENTION"], **value}
-    return {k: _optional_seconds(v, f"{where}[{k!r}]") for k, v in merged.items()}
-
-
-def _isolation(value: Any, where: str) -> str:
-    if value not in ("thread", "process"):
-        raise ValueError(f"{where} must be 'thread' or 'process', got {value!r}")
-    return str(value)
-
-
-HOOK_NAMES = ("pre_execute", "post_execute")
-
-
-def _hooks(value: Any, where: str) -> dict[str, Callable[..., Any]]:
-    from django.utils.module_loading import import_string
-
-    if not isinstance(value, dict):
-        raise ValueError(f"{where} must be a dict with keys {HOOK_NAMES}")
-    unknown = set(value) - set(HOOK_NAMES)
-    if unknown:
-        raise ValueError(f"{where} has unknown keys {sorted(unknown)}; use {HOOK_NAMES}")
-    hooks: dict[str, Callable[..., Any]] = {}
-    for name, target in value.items():
-        if isinstance(target, str):
-            try:
-                target = import_string(target)
-            except ImportError as exc:
-                raise ValueError(f"{where}[{name!r}] cannot be imported: {exc}") from None
-        if not callable(target):
-            raise ValueError(f"{where}[{name!r}] must be a callable or its dotted path")
-        hooks[name] = target
-    return hooks
-
-
-VALIDATORS: dict[str, Callable[[Any, str], Any]] = {
-    "DATABASE": _name,
-    "LISTEN_DATABASE": _optional_name,
-    "QUEUES": _queues,
-    "CONCURRENCY": _positive_int,
-    "ENABLED": _bool,
-    "MAX_ATTEMPTS": _positive_int,
-    "DEFAULT_TIMEOUT": _optional_seconds,
-    "DEFAULT_PRIORITY": _int,
-    "DEFAULT_QUEUE": _name,
-    "DEDUPE": _dedupe,
-    "BACKOFF": lambda v, where: make_backoff(v, where),
-    "POLL_INTERVALS": lambda v, where: make_delays(v, where),
-    "LOOP_ERROR_DELAYS": lambda v, where: make_delays(v, where),
-    "LISTEN_NOTIFY": _bool,
-    "HEARTBEAT_INTERVAL": _seconds,
-    "STALE_TIMEOUT": _seconds,
-    "REAP_INTERVAL": _seconds,
-    "SCHEDULES": _schedules,
-    "SCHEDULER_INTERVAL": _optional_seconds,
-    "SCHEDULE_MISFIRE_GRACE": lambda v, where: to_seconds(v, where),
-    "SHUTDOWN_TIMEOUT": lambda v, where: to_seconds(v, where),
-    "TIMEOUT_GRACE": _seconds,
-    "PRUNE_INTERVAL": _optional_seconds,
-    "RETENTION": _retention,
-    "PAYLOAD_MAX_BYTES": _positive_int,
-    "ISOLATION": _isolation,
-    "PREFETCH_MAX": _non_negative_int,
-    "HOOKS": _hooks,
-}
-
-# Stable system-check ids, one per setting (documented in docs/reference/settings.md).
-CHECK_IDS: dict[str, str] = {
-    "DATABASE": "pqjobs.E010",
-    "LISTEN_DATABASE": "pqjobs.E011",
-    "QUEUES": "pqjobs.E012",
-    "CONCURRENCY": "pqjobs.E013",
-    "ENABLED": "pqjobs.E014",
-    "MAX_ATTEMPTS": "pqjobs.E015",
-    "DEFAULT_TIMEOUT": "pqjobs.E016",
-    "DEFAULT_PRIORITY": "pqjobs.E017",
-    "DEFAULT_QUEUE": "pqjobs.E018",
-    "DEDUPE": "pqjobs.E019",
-    "BACKOFF": "pqjobs.E020",
-    "POLL_INTERVALS": "pqjobs.E021",
-    "LOOP_ERROR_DELAYS": "pqjobs.E022",
-    "LISTEN_NOTIFY": "pqjobs.E023",
-    "HEARTBEAT_INTERVAL": "pqjobs.E024",
-    "STALE_TIMEOUT": "pqjobs.E025",
-    "REAP_INTERVAL": "pqjobs.E026",
-    "SCHEDULES": "pqjobs.E040",
-    "SCHEDULER_INTERVAL": "pqjobs.E041",
-    "SCHEDULE_MISFIRE_GRACE": "pqjobs.E042",
-    "SHUTDOWN_TIMEOUT": "pqjobs.E027",
-    "TIMEOUT_GRACE": "pqjobs.E028",
-    "PRUNE_INTERVAL": "pqjobs.E029",
-    "RETENTION": "pqjobs.E030",
-    "PAYLOAD_MAX_BYTES": "pqjobs.E031",
-    "ISOLATION": "pqjobs.E032",
-    "PREFETCH_MAX": "pqjobs.E034",
-    "HOOKS": "pqjobs.E033",
-}
 
 conf = Settings()

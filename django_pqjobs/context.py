@@ -9,16 +9,24 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 
+from . import transitions
+from .enqueue import insert, prepare
 from .errors import JobCancelled
+from .options import finite_number
+from .serialization import from_json, storable_text, to_json
+from .transitions import Fence
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
+    from typing_extensions import Unpack
 
+    from .enqueue import EnqueueOptions
     from .models import Job
 
 logger = logging.getLogger("django_pqjobs")
 
 PROGRESS_MIN_INTERVAL = 1.0
+PROGRESS_MESSAGE_LIMIT = 500
 
 
 @dataclass
@@ -41,7 +49,7 @@ class JobContext:
     # waits on it, and an Event per job cost more than running a no-op job.
     _cancel_requested: bool = field(default=False, repr=False)
     _last_progress_write: float = field(default=0.0, repr=False)
-    _pending_progress: dict[str, Any] | None = field(default=None, repr=False)
+    _pending_progress: str | None = field(default=None, repr=False)
 
     @property
     def connection(self) -> BaseDatabaseWrapper:
@@ -52,18 +60,30 @@ class JobContext:
     def logger(self) -> logging.Logger:
         return logger
 
-    def enqueue(self, job_type: str, payload: Any = None, **options: Any) -> int:
-        """Enqueue a follow-up job; in an atomic job it commits with this job's outcome."""
-        from .enqueue import insert, prepare
+    def enqueue(
+        self,
+        job_type: str,
+        payload: Any = None,
+        *,
+        using: str | None = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> int:
+        """Enqueue a follow-up job, recorded as this job's child; returns its id.
 
-        options.setdefault("using", self.using)
-        using = options.pop("using")
-        return insert(prepare(job_type, payload, parent_id=self.job.id, **options), using)
+        Takes the options of :func:`~django_pqjobs.enqueue_job`. In an atomic job the new
+        job commits with this job's outcome.
+        """
+        job = prepare(job_type, payload, parent_id=self.job.id, **options)
+        return insert(job, using or self.using)
 
     @property
     def cancelled(self) -> bool:
         """True once an operator asked to cancel this job (seen within one heartbeat)."""
         return self._cancel_requested
+
+    def request_cancel(self) -> None:
+        """Called by the worker when it sees a cancel request for this job."""
+        self._cancel_requested = True
 
     def raise_if_cancelled(self) -> None:
         """Stop the handler here if cancellation was requested; the job ends ``cancelled``."""
@@ -71,20 +91,30 @@ class JobContext:
             raise JobCancelled(f"job {self.job.id} was cancelled")
 
     def set_progress(self, done: float, total: float | None = None, message: str = "") -> None:
-        """Record progress; writes to the database at most once a second."""
-        self._pending_progress = {"done": done, "total": total, "message": str(message)[:500]}
-        now = time.monotonic()
-        if now - self._last_progress_write >= PROGRESS_MIN_INTERVAL:
+        """Record progress (shown in the admin); written at most once a second.
+
+        ``done`` and ``total`` must be finite numbers; ``message`` is cut to 500
+        characters. Raises :class:`~django_pqjobs.InvalidJobOption` for a bad value.
+        """
+        progress = {
+            "done": finite_number(done, "set_progress() done"),
+            "total": None if total is None else finite_number(total, "set_progress() total"),
+            "message": storable_text(str(message))[:PROGRESS_MESSAGE_LIMIT],
+        }
+        self._pending_progress = to_json(progress, "progress")
+        if time.monotonic() - self._last_progress_write >= PROGRESS_MIN_INTERVAL:
             self.flush_progress()
 
+    def progress_json(self) -> str | None:
+        """Progress reported since the last write, as stored JSON (None if none)."""
+        return self._pending_progress
+
     def flush_progress(self) -> None:
+        """Write pending progress now."""
         if self._pending_progress is None:
             return
-        from .worker import queries
-
-        queries.save_progress(
-            self.using, self.job.id, self.worker_id, self.attempt, self._pending_progress
-        )
-        self.job.progress = self._pending_progress
+        fence = Fence(self.job.id, self.worker_id, self.attempt)
+        transitions.save_progress(self.using, fence, self._pending_progress)
+        self.job.progress = from_json(self._pending_progress)
         self._pending_progress = None
         self._last_progress_write = time.monotonic()

@@ -26,6 +26,8 @@ def start_embedded_worker(**options: Any) -> Worker | None:
     if not conf.ENABLED:
         logger.info("embedded worker not started: the worker is disabled (WORKER_ENABLED)")
         return None
+    # Imported here: the package's __init__ imports this module before Django has loaded
+    # the models, which the worker needs.
     from .worker.worker import Worker
 
     worker = Worker(install_signal_handlers=False, **options)

@@ -2,38 +2,65 @@
 
 Payloads are validated and serialised here, before anything touches the database, so a bad
 payload is refused at enqueue time with an error that names the job type, never at run time.
+So is a job type no handler is registered for (unless ``ALLOW_UNKNOWN_JOB_TYPES``), a
+database that is not PostgreSQL, and job tables that ``migrate`` has not created.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterable, Sequence
+import difflib
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connections, transaction
-from django.utils import timezone
+from django.db import DatabaseError, connections, transaction
 
-from . import signals
+from . import options, schema, signals, tracing, transitions
 from .conf import conf
-from .durations import Duration, to_seconds
-from .errors import DuplicateJob, InvalidJobOption, PayloadError
-from .registry import (
-    registry,
-    validate_dedupe,
-    validate_max_attempts,
-    validate_name,
-    validate_priority,
-    validate_timeout,
-)
+from .durations import Duration
+from .errors import DuplicateJob, InvalidJobOption, QueueFull, UnknownJobType
+from .notify import channel, notify_queues
+from .options import Dedupe, WaitingFull, derive_key
+from .registry import JobType, registry
+from .serialization import to_json
 
-# A JSON "\u0000" escape that is not itself an escaped backslash: jsonb cannot store it.
-_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 _DEDUPE_RETRIES = 20
-NOTIFY_CHANNEL = "pqjobs"
+
+
+class EnqueueOptions(TypedDict, total=False):
+    """The keyword options of :func:`enqueue_job` (for ``enqueue_on_commit`` and
+    ``ctx.enqueue``, which take the same)."""
+
+    queue: str | None
+    priority: int | None
+    run_after: datetime | None
+    delay: Duration | None
+    max_attempts: int | None
+    timeout: Duration | None
+    dedupe_key: str | None
+    dedupe: Dedupe | None
+    concurrency_key: str | None
+
+
+@dataclass(frozen=True)
+class Flow:
+    """The flow-control columns of one job (see flow control in ``@job``)."""
+
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+    rate_key: str | None = None
+    rate_limit: int | None = None
+    rate_period: float | None = None
+    max_waiting: int | None = None
+    when_waiting_full: WaitingFull = "refuse"
+
+
+NO_FLOW = Flow()
 
 
 @dataclass(frozen=True)
@@ -49,46 +76,61 @@ class PreparedJob:
     run_at: datetime | None
     delay: float
     dedupe_key: str | None
-    dedupe: str
+    dedupe: Dedupe
     parent_id: int | None = None
     schedule_id: int | None = None
+    flow: Flow = NO_FLOW
+
+
+def flow_of(
+    job_type: str, known: JobType | None, queue: str, payload: Any, key: str | None
+) -> Flow:
+    """The job's concurrency key and limit and its rate bucket, from its type's declaration
+    (``@job(concurrency=..., rate=...)``), ``PQJOBS['QUEUE_RATES']`` and ``key``."""
+    where = f"job type {job_type!r}"
+    concurrency = known.concurrency if known else None
+    if key is not None and concurrency is None:
+        raise InvalidJobOption(
+            f"{where}: concurrency_key needs a limit: declare @job(..., concurrency=N)"
+        )
+    if concurrency is not None and key is None:
+        template = known.concurrency_key if known else None
+        key = job_type if template is None else derive_key(template, payload, f"{where} key")
+    elif key is not None:
+        key = options.dedupe_key(key, f"{where} concurrency_key")
+    rate = known.rate if known else None
+    rate_key = None
+    if rate is not None:
+        template = known.rate_key if known else None
+        rate_key = (
+            f"type:{job_type}"
+            if template is None
+            else derive_key(template, payload, f"{where} rate_key")
+        )
+    else:
+        rate = conf.QUEUE_RATES.get(queue)
+        rate_key = None if rate is None else f"queue:{queue}"
+    if key is None and rate is None:
+        return NO_FLOW
+    return Flow(
+        concurrency_key=key,
+        concurrency_limit=concurrency if key is not None else None,
+        rate_key=rate_key,
+        rate_limit=None if rate is None else rate.allowance,
+        rate_period=None if rate is None else rate.period,
+        max_waiting=known.max_waiting if known and key is not None else None,
+        when_waiting_full=known.when_waiting_full if known else "refuse",
+    )
 
 
 def serialize_payload(job_type: str, payload: Any) -> str:
     """Return the payload as JSON text, or raise :class:`PayloadError` naming the job type."""
-    if payload is None:
-        payload = {}
-    try:
-        text = json.dumps(payload, cls=DjangoJSONEncoder, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError) as exc:
-        raise PayloadError(
-            f"payload for job type {job_type!r} is not JSON-serialisable: {exc}"
-        ) from exc
-    except RecursionError:
-        raise PayloadError(
-            f"payload for job type {job_type!r} is nested too deeply (or refers to itself)"
-        ) from None
-    if _JSON_NUL.search(text):
-        raise PayloadError(
-            f"payload for job type {job_type!r} contains a NUL character (\\u0000), "
-            "which PostgreSQL jsonb cannot store"
-        )
-    size = len(text.encode("utf-8"))
-    limit = conf.PAYLOAD_MAX_BYTES
-    if size > limit:
-        raise PayloadError(
-            f"payload for job type {job_type!r} is {size} bytes of JSON, over the limit of "
-            f"{limit} bytes (PQJOBS['PAYLOAD_MAX_BYTES'])"
-        )
-    return text
-
-
-def _check_dedupe_key(job_type: str, key: object) -> None:
-    if key is not None and (not isinstance(key, str) or not key or len(key) > 255):
-        raise InvalidJobOption(
-            f"job type {job_type!r}: dedupe_key must be None or a string of 1-255 "
-            f"characters, got {key!r}"
-        )
+    return to_json(
+        {} if payload is None else payload,
+        f"payload for job type {job_type!r}",
+        conf.PAYLOAD_MAX_BYTES,
+        "PQJOBS['PAYLOAD_MAX_BYTES']",
+    )
 
 
 def prepare(
@@ -102,30 +144,24 @@ def prepare(
     max_attempts: int | None = None,
     timeout: Duration | None = None,
     dedupe_key: str | None = None,
-    dedupe: str | None = None,
+    dedupe: Dedupe | None = None,
+    concurrency_key: str | None = None,
     parent_id: int | None = None,
     schedule_id: int | None = None,
 ) -> PreparedJob:
-    """Validate arguments and fill defaults (per job type, then ``PQJOBS``)."""
-    validate_name(job_type, "job_type")
-    known = registry.get(job_type)
-    if run_after is not None and delay is not None:
-        raise InvalidJobOption(f"job type {job_type!r}: give run_after or delay, not both")
-    if run_after is not None:
-        if not isinstance(run_after, datetime):
-            raise InvalidJobOption(
-                f"job type {job_type!r}: run_after must be a datetime, got {run_after!r}"
-            )
-        if timezone.is_naive(run_after):
-            raise InvalidJobOption(
-                f"job type {job_type!r}: run_after must be timezone-aware, got {run_after!r}"
-            )
-    try:
-        delay_seconds = 0.0 if delay is None else to_seconds(delay, f"{job_type!r} delay")
-    except ValueError as exc:
-        raise InvalidJobOption(str(exc)) from None
-    _check_dedupe_key(job_type, dedupe_key)
+    """Validate arguments and fill defaults (per job type, then ``PQJOBS``).
+
+    Everything a database would refuse is refused here, so an enqueue that passes cannot
+    fail at INSERT for its data.
+    """
+    options.job_type_name(job_type, "job_type")
     where = f"job type {job_type!r}"
+    known = registry.resolve(job_type)
+    if known is None and not conf.ALLOW_UNKNOWN_JOB_TYPES:
+        registered = registry.names()
+        close = difflib.get_close_matches(job_type, registered, n=1)
+        raise UnknownJobType(job_type, registered, close[0] if close else None)
+    run_at, delay_seconds = options.run_after_or_delay(run_after, delay, where)
     if queue is None:
         queue = (known and known.queue) or conf.DEFAULT_QUEUE
     if priority is None:
@@ -139,22 +175,24 @@ def prepare(
         if timeout_seconds is None:
             timeout_seconds = conf.DEFAULT_TIMEOUT
     else:
-        timeout_seconds = validate_timeout(timeout, f"{where} timeout")
-    if dedupe is None:
-        dedupe = (known and known.dedupe) or conf.DEDUPE
+        timeout_seconds = options.timeout(timeout, f"{where} timeout")
+    strategy = dedupe if dedupe is not None else (known and known.dedupe) or conf.DEDUPE
+    queue = options.queue_name(queue, f"{where} queue")
+    payload_json = serialize_payload(job_type, payload)
     return PreparedJob(
         job_type=job_type,
-        payload_json=serialize_payload(job_type, payload),
-        queue=validate_name(queue, f"{where} queue"),
-        priority=validate_priority(priority, f"{where} priority"),
-        max_attempts=validate_max_attempts(max_attempts, f"{where} max_attempts"),
+        payload_json=payload_json,
+        queue=queue,
+        priority=options.priority(priority, f"{where} priority"),
+        max_attempts=options.max_attempts(max_attempts, f"{where} max_attempts"),
         timeout=timeout_seconds,
-        run_at=run_after,
+        run_at=run_at,
         delay=delay_seconds,
-        dedupe_key=dedupe_key,
-        dedupe=validate_dedupe(dedupe, f"{where} dedupe"),
+        dedupe_key=options.dedupe_key(dedupe_key, f"{where} dedupe_key"),
+        dedupe=options.dedupe(strategy, f"{where} dedupe"),
         parent_id=parent_id,
         schedule_id=schedule_id,
+        flow=flow_of(job_type, known, queue, payload, concurrency_key),
     )
 
 
@@ -165,7 +203,7 @@ _COLUMNS = (
 )
 _ON_CONFLICT = (
     "ON CONFLICT (job_type, dedupe_key) "
-    "WHERE dedupe_key IS NOT NULL AND status IN ('ready', 'running') DO NOTHING"
+    "WHERE dedupe_key IS NOT NULL AND status IN ('ready', 'blocked', 'running') DO NOTHING"
 )
 # One job goes in through pqjobs_enqueue() (migration 0007): PL/pgSQL keeps the INSERT's
 # plan for the life of the server session, which spares the server planning it on every
@@ -174,32 +212,62 @@ _ON_CONFLICT = (
 # (literals merged client-side by default, typed parameters with server_side_binding).
 _ENQUEUE_ONE = (
     "SELECT pqjobs_enqueue(%s, %s, %s::jsonb, %s::integer, %s::integer, %s::timestamptz, "
-    "%s::double precision, %s::double precision, %s::text, %s::bigint, %s::bigint, %s::text)"
+    "%s::double precision, %s::double precision, %s::text, %s::bigint, %s::bigint, %s::text, "
+    "%s::jsonb)"
+)
+# The same with the flow-control columns, only for jobs that have them (migration 0009).
+_ENQUEUE_ONE_FLOW = _ENQUEUE_ONE.replace(
+    "%s::jsonb)",
+    "%s::jsonb, %s::text, %s::integer, %s::text, %s::integer, %s::double precision)",
 )
 _FIND_ACTIVE = """
     SELECT id, status FROM pqjobs_job
-    WHERE job_type = %s AND dedupe_key = %s AND status IN ('ready', 'running')
+    WHERE job_type = %s AND dedupe_key = %s AND status IN ('ready', 'blocked', 'running')
 """
-_CANCEL_READY_DUPLICATE = """
-    UPDATE pqjobs_job
-    SET status = 'cancelled', finished_at = now(), updated_at = now(),
-        last_error = 'replaced by a newer job with the same dedupe_key'
-    WHERE job_type = %s AND dedupe_key = %s AND status = 'ready'
+_KEY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('pqjobs.key'), hashtext(%s))"
+_WAITING = """
+    SELECT count(*), max(id) FROM pqjobs_job
+    WHERE concurrency_key = %s AND status IN ('ready', 'blocked')
 """
+# Replacing enqueuers take turns: without it, many of them at once keep cancelling each
+# other's new job and none gets through. A single replace locks its key (and its job type in
+# shared mode, so single replaces of different keys never wait for each other); a bulk
+# replace locks its job type, because one lock per key could fill the server's shared lock
+# table (a few thousand locks) and make unrelated transactions fail.
+_REPLACE_LOCK = (
+    "SELECT pg_advisory_xact_lock_shared(hashtext(%s)), "
+    "pg_advisory_xact_lock(hashtext(%s), hashtext(%s))"
+)
+_REPLACE_MANY_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%s))"
 
 
-_REPLACE_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))"
-
-
-def _notify(cursor: Any, queues: Iterable[str]) -> None:
-    if conf.LISTEN_NOTIFY:
-        for queue in sorted(set(queues)):
-            cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, queue])
+@contextmanager
+def _ready_database(alias: str) -> Iterator[None]:
+    """Refuse a database that is not PostgreSQL; say "run migrate" for missing tables."""
+    schema.require_postgresql(alias)
+    try:
+        yield
+    except DatabaseError as exc:
+        not_ready = schema.not_migrated(exc, alias)
+        if not_ready is None:
+            raise
+        raise not_ready from None
 
 
 def insert(job: PreparedJob, using: str | None = None) -> int:
     """Insert a prepared job, applying its dedupe strategy; return the job id."""
     alias = using or conf.DATABASE
+    with _ready_database(alias):
+        span = tracing.enqueue_span(job.job_type, job.queue)
+        if span is None:
+            return _insert_job(job, alias, None)
+        with span:
+            job_id = _insert_job(job, alias, span.context_json)
+            span.job_id(job_id)
+            return job_id
+
+
+def _insert_job(job: PreparedJob, alias: str, trace_context: str | None) -> int:
     params: list[Any] = [
         job.job_type,
         job.queue,
@@ -212,14 +280,37 @@ def insert(job: PreparedJob, using: str | None = None) -> int:
         job.dedupe_key,
         job.parent_id,
         job.schedule_id,
-        NOTIFY_CHANNEL if conf.LISTEN_NOTIFY else None,
+        channel(),
+        trace_context,
     ]
+    flow = job.flow
+    if flow is not NO_FLOW:
+        params += [
+            flow.concurrency_key,
+            flow.concurrency_limit,
+            flow.rate_key,
+            flow.rate_limit,
+            flow.rate_period,
+        ]
+    if flow.max_waiting is not None:
+        assert flow.concurrency_key is not None
+        with transaction.atomic(using=alias, savepoint=False):
+            with connections[alias].cursor() as cursor:
+                # enqueuers of one key take turns, so the count below stays true
+                cursor.execute(_KEY_LOCK, [flow.concurrency_key])
+                cursor.execute(_WAITING, [flow.concurrency_key])
+                waiting, newest = cursor.fetchone()
+            if waiting >= flow.max_waiting:
+                if flow.when_waiting_full == "skip":
+                    return int(newest)
+                raise QueueFull(job.job_type, flow.concurrency_key, int(waiting))
+            return _insert(job, alias, params)
     if job.dedupe_key is not None and job.dedupe == "replace":
         # Replacing enqueuers of one key take turns; without the lock, many of them at once
         # keep cancelling each other's new job and none gets through.
         with transaction.atomic(using=alias, savepoint=False):
             with connections[alias].cursor() as cursor:
-                cursor.execute(_REPLACE_LOCK, [job.job_type, job.dedupe_key])
+                cursor.execute(_REPLACE_LOCK, [job.job_type, job.job_type, job.dedupe_key])
             return _insert(job, alias, params)
     return _insert(job, alias, params)
 
@@ -228,8 +319,8 @@ def _insert(job: PreparedJob, alias: str, params: list[Any]) -> int:
     with connections[alias].cursor() as cursor:
         for _ in range(_DEDUPE_RETRIES):
             if job.dedupe_key is not None and job.dedupe == "replace":
-                cursor.execute(_CANCEL_READY_DUPLICATE, [job.job_type, job.dedupe_key])
-            cursor.execute(_ENQUEUE_ONE, params)
+                transitions.cancel_duplicate(cursor, job.job_type, job.dedupe_key)
+            cursor.execute(_ENQUEUE_ONE if job.flow is NO_FLOW else _ENQUEUE_ONE_FLOW, params)
             (new_id,) = cursor.fetchone()
             if new_id is not None:
                 signals.job_enqueued.send(
@@ -244,7 +335,7 @@ def _insert(job: PreparedJob, alias: str, params: list[Any]) -> int:
             existing_id, existing_status = int(existing[0]), existing[1]
             if job.dedupe == "error":
                 raise DuplicateJob(job.job_type, job.dedupe_key, existing_id)
-            if job.dedupe == "replace" and existing_status == "ready":
+            if job.dedupe == "replace" and existing_status in ("ready", "blocked"):
                 continue  # another enqueuer's ready job appeared: replace it too
             signals.job_enqueued.send(
                 sender=job.job_type, job_id=existing_id, job_type=job.job_type, created=False
@@ -267,7 +358,8 @@ def enqueue_job(
     max_attempts: int | None = None,
     timeout: Duration | None = None,
     dedupe_key: str | None = None,
-    dedupe: str | None = None,
+    dedupe: Dedupe | None = None,
+    concurrency_key: str | None = None,
     using: str | None = None,
 ) -> int:
     """Insert one job and return its id.
@@ -281,6 +373,8 @@ def enqueue_job(
       ``dedupe`` decides what happens on a duplicate: ``"skip"`` returns the existing id,
       ``"replace"`` cancels an existing *ready* job and enqueues this one (a running one is
       kept and its id returned), ``"error"`` raises :class:`~django_pqjobs.DuplicateJob`.
+    - ``concurrency_key``: the key of this job's concurrency limit, instead of the one its
+      type derives from the payload (the type must declare ``concurrency=N``).
 
     Raises :class:`~django_pqjobs.PayloadError` for a payload that is not JSON or too large,
     and :class:`~django_pqjobs.InvalidJobOption` for a bad option.
@@ -296,6 +390,7 @@ def enqueue_job(
         timeout=timeout,
         dedupe_key=dedupe_key,
         dedupe=dedupe,
+        concurrency_key=concurrency_key,
     )
     return insert(job, using)
 
@@ -305,7 +400,7 @@ def enqueue_on_commit(
     payload: Any = None,
     *,
     using: str | None = None,
-    **options: Any,
+    **options: Unpack[EnqueueOptions],
 ) -> None:
     """Enqueue when the current transaction commits; nothing happens if it rolls back.
 
@@ -315,15 +410,34 @@ def enqueue_on_commit(
     """
     alias = using or conf.DATABASE
     job = prepare(job_type, payload, **options)
+    schema.require_postgresql(alias)
     transaction.on_commit(lambda: insert(job, alias), using=alias)
 
 
+_FIND_ACTIVE_MANY = """
+    SELECT dedupe_key, id, status FROM pqjobs_job
+    WHERE job_type = %s AND dedupe_key = ANY(%s) AND status IN ('ready', 'blocked', 'running')
+"""
 _INSERT_MANY = f"""
-    INSERT INTO pqjobs_job ({_COLUMNS})
+    INSERT INTO pqjobs_job ({_COLUMNS}, trace_context)
     SELECT %s, %s, t.payload::jsonb, 'ready', %s, 0, %s,
            COALESCE(%s, now()) + make_interval(secs => %s),
-           %s, t.dedupe_key, NULL, NULL, '', '', now(), now()
+           %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb
     FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(payload, dedupe_key, n)
+    ORDER BY t.n
+    {_ON_CONFLICT}
+    RETURNING id, dedupe_key
+"""
+# The same with the flow-control columns: a concurrency key per job, one rate for all.
+_INSERT_MANY_FLOW = f"""
+    INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, concurrency_key, concurrency_limit,
+                            rate_key, rate_limit, rate_period)
+    SELECT %s, %s, t.payload::jsonb, 'ready', %s, 0, %s,
+           COALESCE(%s, now()) + make_interval(secs => %s),
+           %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb,
+           t.concurrency_key, %s, t.rate_key, %s, %s
+    FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[])
+         WITH ORDINALITY AS t(payload, dedupe_key, concurrency_key, rate_key, n)
     ORDER BY t.n
     {_ON_CONFLICT}
     RETURNING id, dedupe_key
@@ -335,6 +449,7 @@ def enqueue_many(
     payloads: Iterable[Any],
     *,
     dedupe_keys: Sequence[str | None] | None = None,
+    dedupe: Dedupe | None = None,
     queue: str | None = None,
     priority: int | None = None,
     run_after: datetime | None = None,
@@ -345,8 +460,19 @@ def enqueue_many(
 ) -> list[int]:
     """Enqueue many jobs of one type in a single statement; return their ids in order.
 
-    ``dedupe_keys``, if given, has one key (or ``None``) per payload; duplicates are
-    skipped (the existing active job's id is returned in their place).
+    ``dedupe_keys``, if given, has one key (or ``None``) per payload. A duplicate (a key
+    with an active job) is handled by ``dedupe``, else the job type's strategy, else
+    ``PQJOBS["DEDUPE"]``, as by :func:`enqueue_job`:
+
+    - ``"skip"``: the active job's id takes the duplicate's place (a key given twice gets
+      the id of the job its first payload created);
+    - ``"replace"``: ready duplicates are cancelled and replaced; a running one is kept and
+      its id takes the duplicate's place;
+    - ``"error"``: :class:`~django_pqjobs.DuplicateJob` naming every duplicate key, and
+      nothing is enqueued.
+
+    With ``"replace"`` and ``"error"`` a key may appear only once per call. All or nothing:
+    the jobs are inserted in one transaction (a savepoint inside yours).
     """
     payload_list = list(payloads)
     if not payload_list:
@@ -358,65 +484,150 @@ def enqueue_many(
         )
     template = prepare(
         job_type,
-        None,
+        payload_list[0],
         queue=queue,
         priority=priority,
         run_after=run_after,
         delay=delay,
         max_attempts=max_attempts,
         timeout=timeout,
+        dedupe=dedupe,
     )
     texts = [serialize_payload(job_type, p) for p in payload_list]
     if not keys:
         keys = [None] * len(texts)
-    for key in keys:
-        _check_dedupe_key(job_type, key)
-    alias = using or conf.DATABASE
-    with connections[alias].cursor() as cursor:
-        cursor.execute(
-            _INSERT_MANY,
-            [
-                template.job_type,
-                template.queue,
-                template.priority,
-                template.max_attempts,
-                template.run_at,
-                template.delay,
-                template.timeout,
-                texts,
-                keys,
-            ],
+    keys = [
+        options.dedupe_key(key, f"job type {job_type!r} dedupe_keys[{n}]")
+        for n, key in enumerate(keys)
+    ]
+    if template.dedupe != "skip":
+        _refuse_repeated_keys(template, keys)
+    known = registry.get(job_type)
+    flows = [template.flow] + [
+        flow_of(job_type, known, template.queue, payload, None) for payload in payload_list[1:]
+    ]
+    if template.flow.max_waiting is not None:
+        raise InvalidJobOption(
+            f"job type {job_type!r} declares max_waiting, which enqueue_many cannot apply "
+            "job by job; use enqueue_job"
         )
-        rows = cursor.fetchall()
-        ids = _align_ids(cursor, job_type, keys, rows)
-        _notify(cursor, [template.queue])
+    alias = using or conf.DATABASE
+    span = tracing.enqueue_span(job_type, template.queue, len(texts))
+    trace_context = None if span is None else span.context_json
+    with (
+        _ready_database(alias),
+        span if span is not None else nullcontext(),
+        transaction.atomic(using=alias),
+        connections[alias].cursor() as cursor,
+    ):
+        ids, inserted = _insert_many(cursor, template, texts, keys, flows, trace_context)
+        if inserted:
+            notify_queues(cursor, [template.queue])
     signals.job_enqueued.send(sender=job_type, job_id=None, job_type=job_type, created=True)
     return ids
 
 
-def _align_ids(
-    cursor: Any, job_type: str, keys: list[str | None], rows: list[tuple[int, str | None]]
-) -> list[int]:
-    """Map inserted rows back to input positions; look up the ids of skipped duplicates."""
-    by_key = {key: int(job_id) for job_id, key in rows if key is not None}
-    unkeyed = iter(int(job_id) for job_id, key in rows if key is None)
-    missing = sorted({k for k in keys if k is not None and k not in by_key})
-    if missing:
-        cursor.execute(
-            "SELECT dedupe_key, id FROM pqjobs_job WHERE job_type = %s "
-            "AND dedupe_key = ANY(%s) AND status IN ('ready', 'running')",
-            [job_type, missing],
-        )
-        by_key.update({key: int(job_id) for key, job_id in cursor.fetchall()})
-    ids: list[int] = []
-    for key in keys:
+def _refuse_repeated_keys(job: PreparedJob, keys: list[str | None]) -> None:
+    first_at: dict[str, int] = {}
+    for n, key in enumerate(keys):
         if key is None:
-            ids.append(next(unkeyed))
-        elif key in by_key:
-            ids.append(by_key[key])
-        else:
-            raise RuntimeError(
-                f"job type {job_type!r}: the active job with dedupe_key {key!r} finished "
-                "while enqueueing; enqueue it again"
+            continue
+        if key in first_at:
+            raise InvalidJobOption(
+                f"job type {job.job_type!r}: dedupe_keys[{first_at[key]}] and "
+                f"dedupe_keys[{n}] are both {key!r:.120}; with dedupe={job.dedupe!r} a key "
+                "may appear only once per enqueue_many call"
             )
-    return ids
+        first_at[key] = n
+
+
+def _insert_many(
+    cursor: Any,
+    job: PreparedJob,
+    texts: list[str],
+    keys: list[str | None],
+    flows: list[Flow],
+    trace_context: str | None,
+) -> tuple[list[int], int]:
+    """Insert the jobs, applying ``job.dedupe`` to duplicates; return (ids, how many new).
+
+    Each round inserts what is left in one statement; duplicates whose active job finished
+    meanwhile, and (``replace``) ready ones that appeared meanwhile, go into the next round.
+    """
+    ids: list[int | None] = [None] * len(texts)
+    todo = list(range(len(texts)))
+    replacing = job.dedupe == "replace" and any(key is not None for key in keys)
+    if replacing:
+        cursor.execute(_REPLACE_MANY_LOCK, [job.job_type])
+    inserted = 0
+    for _ in range(_DEDUPE_RETRIES):
+        if replacing:
+            todo_keys = [key for key in (keys[n] for n in todo) if key is not None]
+            transitions.cancel_duplicates(cursor, job.job_type, todo_keys)
+        params: list[Any] = [
+            job.job_type,
+            job.queue,
+            job.priority,
+            job.max_attempts,
+            job.run_at,
+            job.delay,
+            job.timeout,
+            trace_context,
+        ]
+        if job.flow is NO_FLOW:
+            params += [[texts[n] for n in todo], [keys[n] for n in todo]]
+            cursor.execute(_INSERT_MANY, params)
+        else:
+            params += [
+                job.flow.concurrency_limit,
+                job.flow.rate_limit,
+                job.flow.rate_period,
+                [texts[n] for n in todo],
+                [keys[n] for n in todo],
+                [flows[n].concurrency_key for n in todo],
+                [flows[n].rate_key for n in todo],
+            ]
+            cursor.execute(_INSERT_MANY_FLOW, params)
+        rows = cursor.fetchall()
+        inserted += len(rows)
+        new_by_key = {key: int(job_id) for job_id, key in rows if key is not None}
+        unkeyed = iter(int(job_id) for job_id, key in rows if key is None)
+        duplicates: list[tuple[int, str]] = []  # (position, key)
+        for n in todo:
+            key = keys[n]
+            if key is None:
+                ids[n] = next(unkeyed)
+            elif key in new_by_key:
+                ids[n] = new_by_key[key]
+            else:
+                duplicates.append((n, key))
+        if not duplicates:
+            return _resolved(ids), inserted
+        cursor.execute(_FIND_ACTIVE_MANY, [job.job_type, sorted({key for _, key in duplicates})])
+        active: dict[str, tuple[int, str]] = {
+            key: (int(job_id), status) for key, job_id, status in cursor.fetchall()
+        }
+        if job.dedupe == "error" and active:
+            found = {key: active[key][0] for _, key in duplicates if key in active}
+            key, existing_id = next(iter(found.items()))
+            raise DuplicateJob(job.job_type, key, existing_id, duplicates=found)
+        todo = []
+        for n, key in duplicates:
+            found_job = active.get(key)
+            waiting = found_job is not None and found_job[1] in ("ready", "blocked")
+            if found_job is None or (job.dedupe == "replace" and waiting):
+                todo.append(n)  # finished meanwhile, or a newer ready one to replace: again
+            else:
+                ids[n] = found_job[0]
+        if not todo:
+            return _resolved(ids), inserted
+    raise RuntimeError(
+        f"could not enqueue {len(todo)} jobs of type {job.job_type!r}: their active "
+        f"duplicates kept changing ({_DEDUPE_RETRIES} tries)"
+    )
+
+
+def _resolved(ids: list[int | None]) -> list[int]:
+    resolved = [job_id for job_id in ids if job_id is not None]
+    assert len(resolved) == len(ids), "every position has an id once no duplicate is left"
+    return resolved

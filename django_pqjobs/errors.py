@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from .durations import Duration, to_seconds
 
 
@@ -43,16 +45,59 @@ class PayloadError(PQJobsError, ValueError):
 
 
 class DuplicateJob(PQJobsError):
-    """An active job with the same ``(job_type, dedupe_key)`` exists (strategy ``error``)."""
+    """An active job with the same ``(job_type, dedupe_key)`` exists (strategy ``error``).
 
-    def __init__(self, job_type: str, dedupe_key: str, existing_id: int) -> None:
+    ``duplicates`` maps each duplicate key to the id of its active job: one for
+    ``enqueue_job``, every one found for ``enqueue_many``. ``dedupe_key`` and
+    ``existing_id`` are the first of them.
+    """
+
+    def __init__(
+        self,
+        job_type: str,
+        dedupe_key: str,
+        existing_id: int,
+        *,
+        duplicates: Mapping[str, int] | None = None,
+    ) -> None:
         self.job_type = job_type
         self.dedupe_key = dedupe_key
         self.existing_id = existing_id
+        self.duplicates = dict(duplicates) if duplicates else {dedupe_key: existing_id}
+        if len(self.duplicates) == 1:
+            message = (
+                f"job type {job_type!r} already has an active job {existing_id} "
+                f"with dedupe_key {dedupe_key!r}"
+            )
+        else:
+            shown = ", ".join(
+                f"{key!r:.80} (job {job_id})" for key, job_id in list(self.duplicates.items())[:10]
+            )
+            more = len(self.duplicates) - 10
+            message = (
+                f"job type {job_type!r} already has active jobs with {len(self.duplicates)} "
+                f"of these dedupe keys: {shown}" + (f" and {more} more" if more > 0 else "")
+            )
+        super().__init__(message)
+
+
+class QueueFull(PQJobsError):
+    """A concurrency key already has ``max_waiting`` jobs waiting (``when_waiting_full=
+    "refuse"``)."""
+
+    def __init__(self, job_type: str, key: str, waiting: int) -> None:
+        self.job_type = job_type
+        self.key = key
+        self.waiting = waiting
         super().__init__(
-            f"job type {job_type!r} already has an active job {existing_id} "
-            f"with dedupe_key {dedupe_key!r}"
+            f"job type {job_type!r}: concurrency key {key!r} already has {waiting} jobs "
+            "waiting (max_waiting)"
         )
+
+
+class DatabaseNotReady(PQJobsError):
+    """The job database cannot take jobs: it is not PostgreSQL, or ``manage.py migrate`` has
+    not created (or brought up to date) the job tables."""
 
 
 class JobTypeAlreadyRegistered(PQJobsError):
@@ -63,7 +108,31 @@ class InvalidJobOption(PQJobsError, ValueError):
     """An option given to ``@job`` or ``enqueue_job`` has an invalid value."""
 
 
+class UnknownJobType(InvalidJobOption):
+    """A job type no handler is registered for in this process was enqueued (refused unless
+    ``PQJOBS['ALLOW_UNKNOWN_JOB_TYPES']``). The message says where handlers come from and
+    which are registered."""
+
+    SHOWN = 20
+
+    def __init__(self, job_type: str, registered: list[str], close: str | None = None) -> None:
+        self.job_type = job_type
+        self.registered = registered
+        shown = ", ".join(repr(name) for name in registered[: self.SHOWN]) or "none"
+        more = len(registered) - self.SHOWN
+        if more > 0:
+            shown += f" and {more} more"
+        hint = f"; did you mean {close!r}?" if close else "."
+        super().__init__(
+            f"no handler is registered for job type {job_type!r}{hint} Handlers are "
+            "registered by @job in a jobs.py module of an installed app (INSTALLED_APPS), "
+            f"imported when Django starts. Registered: {shown}. If only your workers' code "
+            "has this handler, set PQJOBS['ALLOW_UNKNOWN_JOB_TYPES'] = True."
+        )
+
+
 __all__ = [
+    "DatabaseNotReady",
     "DuplicateJob",
     "InvalidJobOption",
     "JobCancelled",
@@ -72,5 +141,7 @@ __all__ = [
     "PQJobsError",
     "PayloadError",
     "PermanentError",
+    "QueueFull",
     "Retry",
+    "UnknownJobType",
 ]

@@ -1,8 +1,10 @@
 """Tables: Job (one row per job), JobAttempt (failure history), WorkerRecord (live workers),
-Schedule (recurring jobs).
+Schedule (recurring jobs), OperatorAction (the audit trail of operator actions).
 
-Status changes are not made here: they live in ``worker/queries.py`` (the state machine),
-so that every transition can be read in one place.
+Status changes are not made here: they live in ``transitions.py`` (the state machine), so
+that every transition can be read in one place. The vocabulary (statuses, attempt
+outcomes) is in ``statuses.py``; text limits come from ``options.py``, which validates the
+values before they reach these columns.
 """
 
 from __future__ import annotations
@@ -12,17 +14,36 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Now
 
+from .options import ACTOR_MAX_LENGTH, DEDUPE_KEY_MAX_LENGTH, NAME_MAX_LENGTH, QUEUE_MAX_LENGTH
+from .statuses import (
+    ACTIVE_STATUSES,
+    FINISHED_STATUSES,
+    AttemptOutcome,
+    AuditAction,
+    JobStatus,
+)
 
-class JobStatus(models.TextChoices):
-    READY = "ready", "Ready"
-    RUNNING = "running", "Running"
-    DONE = "done", "Done"
-    FAILED = "failed", "Failed"
-    CANCELLED = "cancelled", "Cancelled"
-
-
-ACTIVE_STATUSES = (JobStatus.READY, JobStatus.RUNNING)
-FINISHED_STATUSES = (JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED)
+__all__ = [
+    "ACTIVE_STATUSES",
+    "FINISHED_STATUSES",
+    "AttemptOutcome",
+    "AuditAction",
+    "DurationBucket",
+    "Job",
+    "JobAttempt",
+    "JobQuerySet",
+    "JobStatus",
+    "KeySlots",
+    "MisfirePolicy",
+    "OperatorAction",
+    "OutcomeCount",
+    "OverlapPolicy",
+    "Pause",
+    "PauseKind",
+    "RateBucket",
+    "Schedule",
+    "WorkerRecord",
+]
 
 
 class JobQuerySet(models.QuerySet["Job"]):
@@ -55,11 +76,14 @@ class Job(models.Model):
     """One job. History stays in the table until pruned (see ``PQJOBS['RETENTION']``)."""
 
     id = models.BigAutoField(primary_key=True)
-    job_type = models.CharField(max_length=200)
-    queue = models.CharField(max_length=100, default="default", db_default="default")
+    job_type = models.CharField(max_length=NAME_MAX_LENGTH)
+    queue = models.CharField(max_length=QUEUE_MAX_LENGTH, default="default", db_default="default")
     payload = models.JSONField(encoder=DjangoJSONEncoder, default=dict)
     status = models.CharField(
-        max_length=16, choices=JobStatus.choices, default=JobStatus.READY, db_default="ready"
+        max_length=16,
+        choices=JobStatus.choices,
+        default=JobStatus.READY,
+        db_default=JobStatus.READY,
     )
     priority = models.IntegerField(default=0, db_default=0, help_text="Higher runs first.")
     attempts = models.IntegerField(default=0, db_default=0)
@@ -67,10 +91,24 @@ class Job(models.Model):
     run_after = models.DateTimeField(db_default=Now())
     timeout_seconds = models.FloatField(null=True, blank=True)
     locked_at = models.DateTimeField(null=True, blank=True)
-    locked_by = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    locked_by = models.CharField(max_length=NAME_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    retried_from = models.IntegerField(
+        default=0,
+        db_default=0,
+        help_text="Attempts made before the last operator Retry: the backoff counts "
+        "attempts from there, and the next Retry grants as many as this round had.",
+    )
+    started_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a handler last started (recorded just after it starts). A rescued "
+        "job whose current attempt never started gets that attempt back.",
+    )
     # NULL, not "", means "no dedupe": the partial unique index skips NULLs.
-    dedupe_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    dedupe_key = models.CharField(  # noqa: DJ001
+        max_length=DEDUPE_KEY_MAX_LENGTH, null=True, blank=True
+    )
     last_error = models.TextField(blank=True, default="", db_default="")
     error_type = models.CharField(max_length=200, blank=True, default="", db_default="")
     result = models.JSONField(encoder=DjangoJSONEncoder, null=True, blank=True)
@@ -78,6 +116,18 @@ class Job(models.Model):
     duration_ms = models.BigIntegerField(null=True, blank=True)
     progress = models.JSONField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # Flow control (see flow.py): the job's concurrency key and limit, its rate bucket and
+    # rate, copied from its job type's declaration when it was enqueued.
+    concurrency_key = models.CharField(  # noqa: DJ001
+        max_length=DEDUPE_KEY_MAX_LENGTH, null=True, blank=True
+    )
+    concurrency_limit = models.IntegerField(null=True, blank=True)
+    rate_key = models.CharField(max_length=DEDUPE_KEY_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
+    rate_limit = models.IntegerField(null=True, blank=True)
+    rate_period = models.FloatField(null=True, blank=True)
+    blocked_by = models.CharField(  # noqa: DJ001
+        max_length=16, null=True, blank=True, help_text="limit, rate or paused"
+    )
     parent = models.ForeignKey(
         "self",
         null=True,
@@ -98,6 +148,9 @@ class Job(models.Model):
         related_name="jobs",
         help_text="The schedule that enqueued this job, if any.",
     )
+    # W3C trace context (``traceparent``, ``tracestate``) of the span that enqueued the job,
+    # when OpenTelemetry is in use: each attempt's span continues that trace.
+    trace_context = models.JSONField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
 
@@ -113,13 +166,15 @@ class Job(models.Model):
                 F("priority").desc(),
                 "run_after",
                 "id",
-                condition=Q(status="ready"),
+                condition=Q(status=JobStatus.READY),
                 name="pqjobs_job_claim",
             ),
-            models.Index("heartbeat_at", condition=Q(status="running"), name="pqjobs_job_running"),
+            models.Index(
+                "heartbeat_at", condition=Q(status=JobStatus.RUNNING), name="pqjobs_job_running"
+            ),
             models.Index(
                 "finished_at",
-                condition=Q(status__in=["done", "failed", "cancelled"]),
+                condition=Q(status__in=FINISHED_STATUSES),
                 name="pqjobs_job_finished",
             ),
             # The admin's job type filter (newest first) and its choices (a loose index
@@ -127,18 +182,43 @@ class Job(models.Model):
             # in the partial indexes' predicates), so the other admin indexes are partial:
             # they hold only the rare rows they serve.
             models.Index("job_type", F("id").desc(), name="pqjobs_job_type_id"),
-            models.Index(F("id").desc(), condition=Q(status="failed"), name="pqjobs_job_failed"),
+            models.Index(
+                F("id").desc(), condition=Q(status=JobStatus.FAILED), name="pqjobs_job_failed"
+            ),
             models.Index(F("id").desc(), condition=~Q(last_error=""), name="pqjobs_job_has_error"),
             models.Index("parent", condition=Q(parent__isnull=False), name="pqjobs_job_parent"),
+            # Flow control: the next blocked job of a key or a rate bucket, in claim order,
+            # and the running jobs of a key (to recount its slots).
+            models.Index(
+                "concurrency_key",
+                F("priority").desc(),
+                "run_after",
+                "id",
+                condition=Q(status=JobStatus.BLOCKED),
+                name="pqjobs_job_blocked_key",
+            ),
+            models.Index(
+                "rate_key",
+                F("priority").desc(),
+                "run_after",
+                "id",
+                condition=Q(status=JobStatus.BLOCKED, rate_key__isnull=False),
+                name="pqjobs_job_blocked_rate",
+            ),
+            models.Index(
+                "concurrency_key",
+                condition=Q(status=JobStatus.RUNNING, concurrency_key__isnull=False),
+                name="pqjobs_job_running_key",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(
                 fields=["job_type", "dedupe_key"],
-                condition=Q(status__in=["ready", "running"]) & Q(dedupe_key__isnull=False),
+                condition=Q(status__in=ACTIVE_STATUSES) & Q(dedupe_key__isnull=False),
                 name="pqjobs_job_active_dedupe",
             ),
             models.CheckConstraint(
-                condition=Q(status__in=["ready", "running", "done", "failed", "cancelled"]),
+                condition=Q(status__in=JobStatus.values),
                 name="pqjobs_job_status_valid",
             ),
             models.CheckConstraint(
@@ -150,26 +230,13 @@ class Job(models.Model):
         return f"{self.job_type} #{self.id} ({self.status})"
 
 
-class AttemptOutcome(models.TextChoices):
-    ERROR = "error", "Error (retryable)"
-    PERMANENT = "permanent", "Permanent error"
-    TIMEOUT = "timeout", "Timed out"
-    UNKNOWN_TYPE = "unknown_type", "No handler registered"
-    LOST = "lost", "Worker lost (rescued)"
-    RELEASED = "released", "Released at shutdown"
-    CANCELLED = "cancelled", "Cancelled while running"
-    KILLED = "killed", "Process killed (likely out of memory)"
-    CRASHED = "crashed", "Process crashed (signal)"
-    EXITED = "exited", "Process exited early"
-
-
 class JobAttempt(models.Model):
     """One attempt of a job that did not succeed. Every failure is kept, not only the last."""
 
     id = models.BigAutoField(primary_key=True)
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="failed_attempts")
     attempt = models.IntegerField()
-    worker_id = models.CharField(max_length=200, blank=True, default="")
+    worker_id = models.CharField(max_length=NAME_MAX_LENGTH, blank=True, default="")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(db_default=Now())
     outcome = models.CharField(max_length=16, choices=AttemptOutcome.choices)
@@ -185,16 +252,74 @@ class JobAttempt(models.Model):
         return f"job {self.job_id} attempt {self.attempt}: {self.outcome}"
 
 
+class OperatorAction(models.Model):
+    """One thing an operator did (Retry, Cancel, Run now, Release, Delete, Pause, Resume,
+    a schedule's Enable, Disable or Run now): who, when, to what. Written by ``audit.py``.
+
+    Jobs are referred to by id, not by foreign key, so the trail outlives the jobs it is
+    about (pruned or deleted); it is pruned on its own retention, ``AUDIT_RETENTION``.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    at = models.DateTimeField(db_default=Now())
+    actor = models.CharField(max_length=ACTOR_MAX_LENGTH, help_text="Who did it.")
+    action = models.CharField(max_length=32, choices=AuditAction.choices)
+    job_id = models.BigIntegerField(null=True, blank=True, help_text="The job acted on.")
+    schedule_id = models.BigIntegerField(null=True, blank=True, help_text="The schedule acted on.")
+    target = models.CharField(
+        max_length=NAME_MAX_LENGTH,
+        blank=True,
+        default="",
+        help_text="The job's type, the queue or job type paused, or the schedule's name.",
+    )
+    detail = models.TextField(blank=True, default="", help_text="What it changed.")
+
+    class Meta:
+        db_table = "pqjobs_audit"
+        ordering = ["-id"]
+        verbose_name = "operator action"
+        indexes = [
+            # A job page's events, and a schedule's; one operator's actions (the audit
+            # list's search); pruning by age.
+            models.Index(
+                "job_id", F("id").desc(), condition=Q(job_id__isnull=False), name="pqjobs_audit_job"
+            ),
+            models.Index(
+                "schedule_id",
+                F("id").desc(),
+                condition=Q(schedule_id__isnull=False),
+                name="pqjobs_audit_schedule",
+            ),
+            models.Index("actor", F("id").desc(), name="pqjobs_audit_actor"),
+            models.Index("at", name="pqjobs_audit_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.actor} at {self.at}"
+
+
 class WorkerRecord(models.Model):
     """A running ``run_jobs`` (or embedded) worker; its heartbeat shows it is alive."""
 
-    worker_id = models.CharField(max_length=200, primary_key=True)
+    worker_id = models.CharField(max_length=NAME_MAX_LENGTH, primary_key=True)
     hostname = models.CharField(max_length=255, blank=True, default="")
     pid = models.IntegerField(null=True, blank=True)
     queues = models.JSONField(null=True, blank=True, help_text="null means every queue")
     concurrency = models.IntegerField(default=1)
     started_at = models.DateTimeField(db_default=Now())
     heartbeat_at = models.DateTimeField(db_default=Now())
+    loop_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the claim loop last ran: claimed, looked for work, or waited for a "
+        "free executor. A worker that heartbeats but whose loop stopped claims nothing.",
+    )
+    listening = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Whether its listener LISTENs now; enqueues send NOTIFY only while some "
+        "worker does.",
+    )
 
     class Meta:
         db_table = "pqjobs_worker"
@@ -202,6 +327,67 @@ class WorkerRecord(models.Model):
 
     def __str__(self) -> str:
         return self.worker_id
+
+
+class KeySlots(models.Model):
+    """How many jobs of a concurrency key are running, kept by the claim (which takes a
+    slot only while fewer than the limit run) and by a trigger on every way out of
+    ``running``. Created when the first job of the key is enqueued."""
+
+    key = models.CharField(max_length=DEDUPE_KEY_MAX_LENGTH, primary_key=True)
+    running = models.IntegerField(default=0, db_default=0)
+    last_grant = models.IntegerField(default=0, db_default=0)
+
+    class Meta:
+        db_table = "pqjobs_key_slot"
+        verbose_name = "concurrency key"
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.running} running"
+
+
+class RateBucket(models.Model):
+    """Starts counted per fixed window of ``period`` seconds; at most ``allowance`` each."""
+
+    key = models.CharField(max_length=DEDUPE_KEY_MAX_LENGTH, primary_key=True)
+    allowance = models.IntegerField()
+    period = models.FloatField()
+    window_start = models.DateTimeField(null=True, blank=True)
+    used = models.IntegerField(default=0, db_default=0)
+    last_grant = models.IntegerField(default=0, db_default=0)
+
+    class Meta:
+        db_table = "pqjobs_rate"
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.allowance} per {self.period:g} s"
+
+
+class PauseKind(models.TextChoices):
+    QUEUE = "queue", "Queue"
+    JOB_TYPE = "job_type", "Job type"
+
+
+class Pause(models.Model):
+    """A paused queue or job type: workers claim none of its jobs until it is resumed."""
+
+    kind = models.CharField(max_length=16, choices=PauseKind.choices)
+    name = models.CharField(max_length=NAME_MAX_LENGTH)
+    paused_at = models.DateTimeField(db_default=Now())
+    paused_by = models.CharField(max_length=150, blank=True, default="", db_default="")
+
+    class Meta:
+        db_table = "pqjobs_pause"
+        ordering = ["kind", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "name"], name="pqjobs_pause_unique"),
+            models.CheckConstraint(
+                condition=Q(kind__in=PauseKind.values), name="pqjobs_pause_kind_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}"
 
 
 class OverlapPolicy(models.TextChoices):
@@ -215,18 +401,21 @@ class MisfirePolicy(models.TextChoices):
 
 
 class Schedule(models.Model):
-    """A recurring job: a cron expression or a fixed interval (see ``schedules/timing.py``).
+    """A recurring job: a cron expression or a fixed interval (see ``recurrence.py``).
 
     ``declared`` holds what the code (``@job(cron=...)`` or ``PQJOBS['SCHEDULES']``) last
     declared; it is NULL for schedules created in the admin. Syncing updates a field only
     when the code changed that field, so admin edits of the others are kept.
     """
 
-    name = models.CharField(max_length=200, unique=True)
-    job_type = models.CharField(max_length=200)
+    name = models.CharField(max_length=NAME_MAX_LENGTH, unique=True)
+    job_type = models.CharField(max_length=NAME_MAX_LENGTH)
     payload = models.JSONField(encoder=DjangoJSONEncoder, default=dict, blank=True)
     queue = models.CharField(
-        max_length=100, blank=True, default="", help_text="Blank: the job type's queue."
+        max_length=QUEUE_MAX_LENGTH,
+        blank=True,
+        default="",
+        help_text="Blank: the job type's queue.",
     )
     priority = models.IntegerField(
         null=True, blank=True, help_text="Blank: the job type's priority. Higher runs first."
@@ -280,13 +469,65 @@ class Schedule(models.Model):
                 name="pqjobs_schedule_cron_xor_interval",
             ),
             models.CheckConstraint(
-                condition=Q(overlap__in=["skip", "allow"]), name="pqjobs_schedule_overlap_valid"
+                condition=Q(overlap__in=OverlapPolicy.values), name="pqjobs_schedule_overlap_valid"
             ),
             models.CheckConstraint(
-                condition=Q(misfire__in=["run_once", "skip"]),
+                condition=Q(misfire__in=MisfirePolicy.values),
                 name="pqjobs_schedule_misfire_valid",
             ),
         ]
 
     def __str__(self) -> str:
         return self.name
+
+
+class OutcomeCount(models.Model):
+    """How many attempts ended with each outcome, per job type and queue, since ever.
+
+    Workers add what they recorded every ``PQJOBS['STATS_INTERVAL']``; nothing else writes
+    here. Pruning the job table leaves these counts alone, so they are counters in the
+    Prometheus sense: they only grow, across every worker on every host.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    job_type = models.CharField(max_length=NAME_MAX_LENGTH)
+    queue = models.CharField(max_length=QUEUE_MAX_LENGTH)
+    outcome = models.CharField(max_length=16)
+    count = models.BigIntegerField(default=0)
+    duration_ms = models.BigIntegerField(default=0, help_text="Sum of the attempts' durations.")
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "pqjobs_outcome_count"
+        ordering = ["job_type", "queue", "outcome"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job_type", "queue", "outcome"], name="pqjobs_outcome_count_key"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_type} {self.queue} {self.outcome}: {self.count}"
+
+
+class DurationBucket(models.Model):
+    """How many attempts ran for at most ``le`` seconds (and more than the next lower bound),
+    per job type and queue: the runtime histogram, written like :class:`OutcomeCount`."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_type = models.CharField(max_length=NAME_MAX_LENGTH)
+    queue = models.CharField(max_length=QUEUE_MAX_LENGTH)
+    le = models.FloatField(help_text="Upper bound in seconds (infinity for the last bucket).")
+    count = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "pqjobs_duration_bucket"
+        ordering = ["job_type", "queue", "le"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job_type", "queue", "le"], name="pqjobs_duration_bucket_key"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_type} {self.queue} <= {self.le} s: {self.count}"

@@ -19,11 +19,33 @@ class BackoffPolicy(Protocol):
     def delay(self, attempt: int) -> float: ...
 
 
+DEFAULT_JITTER = 0.1  # the default steps are spread by ±10 %
+
+
+def _jitter_fraction(value: object, what: str) -> float:
+    """``True`` (the default ±10 %), ``False`` (none) or a fraction in ``[0, 1)``."""
+    if value is True:
+        return DEFAULT_JITTER
+    if value is False:
+        return 0.0
+    if isinstance(value, int | float) and 0 <= value < 1:
+        return float(value)
+    raise ValueError(f"{what} must be True, False or a fraction from 0 to below 1, got {value!r}")
+
+
 @dataclass(frozen=True)
 class StepBackoff:
-    """Fixed steps per attempt; the last step repeats (default: 1 min, 5 min, 30 min, 2 h, 6 h)."""
+    """Fixed steps per attempt; the last step repeats (default: 1 min, 5 min, 30 min, 2 h, 6 h).
+
+    Each delay is spread by ``jitter``: drawn uniformly from ``step * (1 ± jitter)``, ±10 %
+    by default, so that jobs failing together (an outage) do not come back together and
+    fail together again. ``jitter=False`` (or ``0``) gives the exact steps; a fraction such
+    as ``0.25`` spreads by ±25 %.
+    """
 
     steps: tuple[float, ...] = (60, 300, 1800, 7200, 21600)
+    jitter: float | bool = True
+    rng: Callable[[], float] = field(default=random.random, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.steps:
@@ -33,9 +55,13 @@ class StepBackoff:
             "steps",
             tuple(to_seconds(s, f"backoff step {i + 1}") for i, s in enumerate(self.steps)),
         )
+        object.__setattr__(self, "jitter", _jitter_fraction(self.jitter, "StepBackoff jitter"))
 
     def delay(self, attempt: int) -> float:
-        return self.steps[min(max(attempt, 1), len(self.steps)) - 1]
+        step = self.steps[min(max(attempt, 1), len(self.steps)) - 1]
+        if not self.jitter:
+            return step
+        return step * (1 + self.jitter * (2 * self.rng() - 1))
 
 
 @dataclass(frozen=True)
@@ -84,10 +110,11 @@ class CallableBackoff:
 def make_backoff(spec: object, what: str = "backoff") -> BackoffPolicy:
     """Build a policy from a setting or ``@job(backoff=...)`` value.
 
-    Accepted: a policy object (has ``.delay``); a list of seconds/timedeltas (steps);
-    ``"default"`` or ``"steps"``; ``"exponential"``; a dict
+    Accepted: a policy object (has ``.delay``); a list of seconds/timedeltas (steps, spread
+    ±10 %); ``"default"`` or ``"steps"``; ``"exponential"``; a dict
     ``{"kind": "exponential", "base": 10, "factor": 2, "max_delay": 3600, "jitter": True}``
-    or ``{"kind": "steps", "steps": [...]}``; a callable ``fn(attempt) -> seconds``.
+    or ``{"kind": "steps", "steps": [...], "jitter": False}``; a callable
+    ``fn(attempt) -> seconds``.
     """
     if hasattr(spec, "delay") and callable(spec.delay):
         return spec
@@ -104,7 +131,7 @@ def make_backoff(spec: object, what: str = "backoff") -> BackoffPolicy:
             if kind == "exponential":
                 return ExponentialBackoff(**options)
             if kind == "steps":
-                return StepBackoff(tuple(options.pop("steps", ())), **options)
+                return StepBackoff(tuple(options.pop("steps", StepBackoff.steps)), **options)
         except TypeError as exc:
             raise ValueError(f"{what}: {exc}") from None
         raise ValueError(f"{what}: 'kind' must be 'steps' or 'exponential', got {kind!r}")

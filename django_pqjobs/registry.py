@@ -7,21 +7,19 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from .durations import Duration, to_seconds
+from . import options
+from .durations import Duration
 from .errors import InvalidJobOption, JobTypeAlreadyRegistered
+from .options import Dedupe, Isolation, KeyTemplate, Rate, WaitingFull
 from .policies import BackoffPolicy, make_backoff
-from .schedules.timing import ScheduleError, ScheduleSpec, build_spec
+from .recurrence import ScheduleError, ScheduleSpec, build_spec
 
-if TYPE_CHECKING:
-    from .context import JobContext
-
-Handler = Callable[["JobContext"], Any]
+# A handler takes a JobContext and returns its result (``context.py`` imports this module
+# through ``enqueue``, so the type is not spelled out here).
+Handler = Callable[..., Any]
 F = TypeVar("F", bound=Handler)
-
-DEDUPE_STRATEGIES = ("skip", "replace", "error")
-NAME_MAX_LENGTH = 200
 
 
 @dataclass(frozen=True)
@@ -38,11 +36,17 @@ class JobType:
     max_attempts: int | None = None
     timeout: float | None = None
     backoff: BackoffPolicy | None = None
-    dedupe: str | None = None
+    dedupe: Dedupe | None = None
     atomic: bool = False
-    isolation: str | None = None
+    isolation: Isolation | None = None
     memory_limit: int | None = None
     schedule: ScheduleSpec | None = None
+    concurrency: int | None = None
+    concurrency_key: KeyTemplate | None = None
+    rate: Rate | None = None
+    rate_key: KeyTemplate | None = None
+    max_waiting: int | None = None
+    when_waiting_full: WaitingFull = "refuse"
 
     @cached_property
     def is_async(self) -> bool:
@@ -53,72 +57,41 @@ class JobType:
         return f"{self.handler.__module__}.{self.handler.__qualname__}"
 
 
-def validate_name(value: object, what: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidJobOption(f"{what} must be a non-empty string, got {value!r}")
-    if len(value) > NAME_MAX_LENGTH:
-        raise InvalidJobOption(f"{what} is longer than {NAME_MAX_LENGTH} characters: {value!r}")
-    return value
-
-
-def validate_priority(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
-        raise InvalidJobOption(f"{what} must be a whole number (32-bit), got {value!r}")
-    return value
-
-
-def validate_max_attempts(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**31:
-        raise InvalidJobOption(f"{what} must be a whole number of at least 1, got {value!r}")
-    return value
-
-
-def validate_timeout(value: object, what: str) -> float:
-    try:
-        return to_seconds(value, what, allow_zero=False)
-    except ValueError as exc:
-        raise InvalidJobOption(str(exc)) from None
-
-
-def validate_dedupe(value: object, what: str) -> str:
-    if value not in DEDUPE_STRATEGIES:
-        raise InvalidJobOption(f"{what} must be one of {DEDUPE_STRATEGIES}, got {value!r}")
-    return str(value)
-
-
-ISOLATION_MODES = ("thread", "process")
-_MEMORY_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
-
-
-def validate_isolation(value: object, what: str) -> str:
-    if value not in ISOLATION_MODES:
-        raise InvalidJobOption(f"{what} must be one of {ISOLATION_MODES}, got {value!r}")
-    return str(value)
-
-
-def parse_memory(value: object, what: str) -> int:
-    """Bytes from an int or a string such as ``"512M"``, ``"2G"``, ``"65536K"``."""
-    given = value
-    if isinstance(value, str):
-        text = value.strip().upper().removesuffix("B").removesuffix("I")
-        unit = text[-1:] if text[-1:] in _MEMORY_UNITS else ""
-        number = text[: len(text) - len(unit)]
-        if number.isdigit():
-            value = int(number) * _MEMORY_UNITS[unit]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 16 * 1024**2:
-        raise InvalidJobOption(
-            f"{what} must be a number of bytes of at least 16M, or a string like '512M', "
-            f"got {given!r}"
-        )
-    return value
+Resolver = Callable[[str], "JobType | None"]
 
 
 class Registry:
-    """Maps job type names to :class:`JobType`. Thread-safe for registration."""
+    """Maps job type names to :class:`JobType`. Thread-safe for registration.
+
+    Job types are registered by ``@job`` when their module is imported. A *resolver*
+    (see :meth:`add_resolver`) may supply job types that are not registered yet when a
+    worker meets them, e.g. a task of Django's Tasks framework whose module no ``jobs``
+    autodiscovery imported.
+    """
 
     def __init__(self) -> None:
         self._types: dict[str, JobType] = {}
+        self._resolvers: list[Resolver] = []
         self._lock = threading.Lock()
+
+    def add_resolver(self, resolver: Resolver) -> None:
+        """Ask ``resolver(name)`` for job types that are not registered (once per name it
+        resolves: what it returns is registered)."""
+        with self._lock:
+            if resolver not in self._resolvers:
+                self._resolvers.append(resolver)
+
+    def resolve(self, name: str) -> JobType | None:
+        """The registered job type ``name``, else the first a resolver supplies, else None."""
+        found = self._types.get(name)
+        if found is not None or not self._resolvers:
+            return found
+        for resolver in list(self._resolvers):
+            found = resolver(name)
+            if found is not None:
+                self.register(found)
+                return found
+        return None
 
     def register(self, job_type: JobType) -> None:
         with self._lock:
@@ -158,10 +131,16 @@ def job(
     max_attempts: int | None = None,
     timeout: Duration | None = None,
     backoff: Any = None,
-    dedupe: str | None = None,
+    dedupe: Dedupe | None = None,
     atomic: bool = False,
-    isolation: str | None = None,
+    isolation: Isolation | None = None,
     memory_limit: int | str | None = None,
+    concurrency: int | None = None,
+    concurrency_key: KeyTemplate | None = None,
+    rate: str | Rate | None = None,
+    rate_key: KeyTemplate | None = None,
+    max_waiting: int | None = None,
+    when_waiting_full: WaitingFull = "refuse",
     cron: str | None = None,
     interval: Duration | None = None,
     timezone: str = "UTC",
@@ -181,6 +160,15 @@ def job(
     space. ``atomic=True`` runs the
     handler and the job's completion in one database transaction.
 
+    Flow control (see docs/guides/flow-control.md): ``concurrency=N`` lets at most N jobs
+    of one key run at once across all workers; the key comes from ``concurrency_key`` (a
+    format string over the payload's fields such as ``"account:{account_id}"``, or a
+    callable ``fn(payload)``), else it is the job type. ``max_waiting`` also caps the jobs of
+    a key waiting to run: beyond it ``enqueue_job`` raises ``QueueFull``
+    (``when_waiting_full="refuse"``) or returns the newest waiting job's id (``"skip"``).
+    ``rate="100/m"`` starts at most 100 jobs per minute (fixed windows), per ``rate_key``
+    if given (same forms as ``concurrency_key``), else for the whole job type.
+
     ``cron`` (``"0 3 * * *"``; 6 fields = seconds last) or ``interval`` (timedelta or
     seconds) also declares a schedule named after the job type, synced to the Schedule
     table when a worker starts: ``timezone`` (IANA name, default UTC) for the cron fields,
@@ -195,31 +183,52 @@ def job(
     if callable(name):
         raise InvalidJobOption("use @job('name', ...) or @job() - not bare @job")
     if name is not None:
-        validate_name(name, "@job name")
-    options: dict[str, Any] = {"atomic": bool(atomic)}
+        options.job_type_name(name, "@job name")
+    chosen: dict[str, Any] = {"atomic": bool(atomic)}
     where = f"@job({name!r})" if name else "@job()"
     if queue is not None:
-        options["queue"] = validate_name(queue, f"{where} queue")
+        chosen["queue"] = options.queue_name(queue, f"{where} queue")
     if priority is not None:
-        options["priority"] = validate_priority(priority, f"{where} priority")
+        chosen["priority"] = options.priority(priority, f"{where} priority")
     if max_attempts is not None:
-        options["max_attempts"] = validate_max_attempts(max_attempts, f"{where} max_attempts")
+        chosen["max_attempts"] = options.max_attempts(max_attempts, f"{where} max_attempts")
     if timeout is not None:
-        options["timeout"] = validate_timeout(timeout, f"{where} timeout")
+        chosen["timeout"] = options.timeout(timeout, f"{where} timeout")
     if backoff is not None:
         try:
-            options["backoff"] = make_backoff(backoff, f"{where} backoff")
+            chosen["backoff"] = make_backoff(backoff, f"{where} backoff")
         except ValueError as exc:
             raise InvalidJobOption(str(exc)) from None
     if dedupe is not None:
-        options["dedupe"] = validate_dedupe(dedupe, f"{where} dedupe")
+        chosen["dedupe"] = options.dedupe(dedupe, f"{where} dedupe")
     if isolation is not None:
-        options["isolation"] = validate_isolation(isolation, f"{where} isolation")
+        chosen["isolation"] = options.isolation(isolation, f"{where} isolation")
     if memory_limit is not None:
-        options["memory_limit"] = parse_memory(memory_limit, f"{where} memory_limit")
-        if options.get("isolation") != "process":
+        chosen["memory_limit"] = options.memory_limit(memory_limit, f"{where} memory_limit")
+        if chosen.get("isolation") != "process":
             raise InvalidJobOption(f"{where}: memory_limit needs isolation='process'")
-    if atomic and options.get("isolation") == "process":
+    if concurrency is not None:
+        chosen["concurrency"] = options.concurrency_limit(concurrency, f"{where} concurrency")
+    if concurrency_key is not None:
+        if concurrency is None:
+            raise InvalidJobOption(f"{where}: concurrency_key needs concurrency=N")
+        chosen["concurrency_key"] = options.key_template(
+            concurrency_key, f"{where} concurrency_key"
+        )
+    if max_waiting is not None:
+        if concurrency is None:
+            raise InvalidJobOption(f"{where}: max_waiting needs concurrency=N")
+        chosen["max_waiting"] = options.concurrency_limit(max_waiting, f"{where} max_waiting")
+    chosen["when_waiting_full"] = options.waiting_full(
+        when_waiting_full, f"{where} when_waiting_full"
+    )
+    if rate is not None:
+        chosen["rate"] = options.rate(rate, f"{where} rate")
+    if rate_key is not None:
+        if rate is None:
+            raise InvalidJobOption(f"{where}: rate_key needs rate='N/period'")
+        chosen["rate_key"] = options.key_template(rate_key, f"{where} rate_key")
+    if atomic and chosen.get("isolation") == "process":
         raise InvalidJobOption(
             f"{where}: atomic=True and isolation='process' cannot be combined (the job's "
             "transaction lives in the worker, the handler in a child process)"
@@ -244,10 +253,12 @@ def job(
     def decorator(func: F) -> F:
         if not callable(func):
             raise InvalidJobOption(f"{where} must decorate a function, got {func!r}")
-        type_name = name or f"{func.__module__}.{func.__qualname__}"
+        type_name = name or options.job_type_name(
+            f"{func.__module__}.{func.__qualname__}", f"{where} name (the function's path)"
+        )
         if scheduled:
-            options["schedule"] = _schedule_spec(type_name, schedule_options, where)
-        registry.register(JobType(name=type_name, handler=func, **options))
+            chosen["schedule"] = _schedule_spec(type_name, schedule_options, where)
+        registry.register(JobType(name=type_name, handler=func, **chosen))
         func.job_type = type_name  # type: ignore[attr-defined]
         return func
 

@@ -5,7 +5,9 @@
   ``job_id`` is None for ``enqueue_many``.
 - ``job_started(sender=job_type, job, worker_id)``: in the executor, before the handler.
 - ``job_finished(sender=job_type, job, outcome, error)``: after the outcome is recorded.
-  ``outcome`` is one of ``done``, ``retry``, ``failed``, ``cancelled``, ``lost``.
+  ``outcome`` is one of ``done``, ``retry``, ``failed``, ``cancelled``, ``lost`` (the
+  attempt was no longer this worker's). Sent for every recorded attempt, including one the
+  watchdog abandoned.
 """
 
 from django.dispatch import Signal

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# README command 1: the demo. Creates .venv, starts a project-local PostgreSQL (unless
-# DATABASE_URL is set), migrates, runs sample jobs through a worker and prints what happened,
+# README command 1: the demo. Creates .venv, starts this checkout's own PostgreSQL (unless
+# DATABASE_URL is set; see scripts/devdb.py), migrates, runs sample jobs through a worker and prints what happened,
 # then serves the admin with a worker beside it until Ctrl-C.
 #   bash scripts/demo.sh [--no-serve]
 set -euo pipefail
@@ -13,18 +13,15 @@ for arg in "$@"; do
         *) echo "usage: bash scripts/demo.sh [--no-serve]" >&2; exit 2 ;;
     esac
 done
-source scripts/_venv.sh "test"
+source scripts/_venv.sh "demo"
 
-# No DATABASE_URL and no PostgreSQL binaries on this machine: devdb.py falls back to the
-# `pgserver` package (a PostgreSQL in a wheel), installed here into .venv.
-if [ -z "${DATABASE_URL:-}" ] && ! command -v initdb >/dev/null 2>&1 &&
-    ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 &&
-    ! "$PY" -c 'import pgserver' >/dev/null 2>&1; then
-    echo "==> no PostgreSQL binaries found: installing pgserver into .venv"
-    "$PY" -m pip install --quiet pgserver
+# Without DATABASE_URL, this checkout's own PostgreSQL (devdb.py): the machine's binaries, or
+# on a machine without PostgreSQL the binaries of the `pgserver` wheel, downloaded into .venv.
+OWN_DATABASE=0
+if [ -z "${DATABASE_URL:-}" ]; then
+    OWN_DATABASE=1
+    DATABASE_URL="$("$PY" scripts/devdb.py url --prefer local)"
 fi
-
-DATABASE_URL="$("$PY" scripts/devdb.py url --prefer embedded)"
 export DATABASE_URL
 echo "==> database: $DATABASE_URL"
 MANAGE=("$PY" testproject/manage.py)
@@ -41,8 +38,11 @@ cat <<INFO
 
 The admin: http://127.0.0.1:8000/admin/  (user admin, password admin)
 Jobs:      http://127.0.0.1:8000/admin/django_pqjobs/job/
-Stop the project-local database later with: .venv/bin/python scripts/devdb.py stop
+Dashboard: http://127.0.0.1:8000/admin/django_pqjobs/job/dashboard/
 INFO
+if [ "$OWN_DATABASE" = 1 ]; then
+    echo "Stop this checkout's database later with: .venv/bin/python scripts/devdb.py stop"
+fi
 
 if [ "$SERVE" = 0 ]; then
     exit 0

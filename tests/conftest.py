@@ -1,9 +1,11 @@
-"""Shared fixtures: an in-process worker running in a thread, and bounded waiting."""
+"""Shared fixtures: a LISTEN connection and in-process workers running in threads.
+
+Helpers that tests call directly (waiting, launching run_jobs) are in tests/helpers.py.
+"""
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -11,39 +13,31 @@ import psycopg
 import pytest
 from django.db import connection
 
-from django_pqjobs.enqueue import NOTIFY_CHANNEL
-from django_pqjobs.models import Job
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail the test at ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(interval)
-
-
-def job_status(job_id: int) -> str:
-    return Job.objects.values_list("status", flat=True).get(pk=job_id)
-
-
-def wait_status(job_id: int, *statuses: str, timeout: float = 10.0) -> Job:
-    wait_for(lambda: job_status(job_id) in statuses, timeout)
-    return Job.objects.get(pk=job_id)
+from django_pqjobs.notify import CHANNEL as NOTIFY_CHANNEL
 
 
 @pytest.fixture
 def listener() -> Iterator[psycopg.Connection]:
-    """A connection of its own, LISTENing on the channel enqueues notify (as workers do)."""
+    """A connection of its own, LISTENing on the channel enqueues notify, and saying so in
+    a worker row as workers do (enqueues notify only while some worker listens)."""
     params = connection.get_connection_params()
     params.pop("cursor_factory", None)
     with psycopg.connect(**params, autocommit=True) as conn:
         conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        conn.execute(
+            "INSERT INTO pqjobs_worker (worker_id, hostname, concurrency, listening) "
+            "VALUES ('test-listener', '', 1, true) "
+            "ON CONFLICT (worker_id) DO UPDATE SET listening = true"
+        )
         yield conn
+        conn.execute("DELETE FROM pqjobs_worker WHERE worker_id = 'test-listener'")
+
+
+@pytest.fixture
+def unknown_job_types_allowed(settings: Any) -> None:
+    """Enqueue job types no handler is registered for in this process, as a web process
+    does whose handlers live in the workers' code (PQJOBS['ALLOW_UNKNOWN_JOB_TYPES'])."""
+    settings.PQJOBS = {**settings.PQJOBS, "ALLOW_UNKNOWN_JOB_TYPES": True}
 
 
 @pytest.fixture

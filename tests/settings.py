@@ -1,13 +1,19 @@
 """Settings for the test suite: a real PostgreSQL from DATABASE_URL (never SQLite).
 
+scripts/test.sh sets DATABASE_URL (see scripts/devdb.py).
+
 Worker subprocesses started by tests set PQJOBS_TEST_DATABASE to the name of the test
-database pytest-django created, so that they work on the same tables as the test.
+database pytest-django created, so that they work on the same tables as the test (and on
+the same second database, whose test name is that name + "_second").
 """
 
+import hashlib
+import importlib.util
 import os
 import sys
 from pathlib import Path
 
+import django
 import environ
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,10 +63,32 @@ TEMPLATES = [
     }
 ]
 
-DATABASES = {"default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/pqjobs")}
+# Without DATABASE_URL: this checkout's own database on the machine's server, the one
+# scripts/devdb.py names (pytest-django tests in test_<it>), never a name shared by checkouts.
+CHECKOUT_DATABASE = f"pqjobs_{hashlib.sha1(str(ROOT).encode()).hexdigest()[:8]}"
+DATABASES = {
+    "default": env.db(
+        "DATABASE_URL", default=f"postgres://postgres@127.0.0.1:5432/{CHECKOUT_DATABASE}"
+    )
+}
+# A second database holding job tables of its own, for the commands' --database flag. Its
+# test database is created only when a test asks for it (django_db(databases=[...])).
+DATABASES["second"] = {
+    **DATABASES["default"],
+    "TEST": {"NAME": f"test_{DATABASES['default']['NAME']}_second"},
+}
 if os.environ.get("PQJOBS_TEST_DATABASE"):
-    DATABASES["default"]["NAME"] = os.environ["PQJOBS_TEST_DATABASE"]
-    DATABASES["default"]["TEST"] = {"NAME": os.environ["PQJOBS_TEST_DATABASE"]}
+    for alias, name in [("default", ""), ("second", "_second")]:
+        DATABASES[alias]["NAME"] = os.environ["PQJOBS_TEST_DATABASE"] + name
+        DATABASES[alias]["TEST"] = {"NAME": DATABASES[alias]["NAME"]}
+# Worker processes of the PgBouncer tests reach the database through PgBouncer
+# (DATABASE_URL) and LISTEN on a direct connection, as the docs tell users to.
+if os.environ.get("PQJOBS_TEST_LISTEN_URL"):
+    DATABASES["direct"] = {
+        **env.db("PQJOBS_TEST_LISTEN_URL"),
+        "NAME": DATABASES["default"]["NAME"],
+        "TEST": {"NAME": DATABASES["default"]["NAME"]},
+    }
 
 STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -75,5 +103,32 @@ PQJOBS = {
     "HOOKS": {
         "pre_execute": "tests.testapp.hooks.pre_execute",
         "post_execute": "tests.testapp.hooks.post_execute",
+    },
+}
+if "direct" in DATABASES:
+    PQJOBS["LISTEN_DATABASE"] = "direct"
+
+# --- Django's Tasks framework (tests/integration/test_tasks_*.py) ------------------------------
+# Each framework's test app is installed when that framework is: django.tasks (built in from
+# Django 6.0; its app uses @task keywords, which Django passes on from 6.1) and the
+# django_tasks backport (`pip install django-pqjobs[tasks]`). Both read this one TASKS.
+if importlib.util.find_spec("django_tasks") is not None:
+    INSTALLED_APPS += ["django_tasks", "tests.tasks_backport"]
+
+if django.VERSION >= (6, 1):
+    INSTALLED_APPS += ["tests.tasks_builtin"]
+
+# The test apps record their framework's signals (see tests/tasks_*/receivers.py).
+TASKS_TEST_RECORD_SIGNALS = True
+
+TASKS = {
+    "default": {
+        "BACKEND": "django_pqjobs.tasks.PQJobsBackend",
+        "QUEUES": ["default", "emails"],
+        "OPTIONS": {"MAX_ATTEMPTS": 1},
+    },
+    "retrying": {
+        "BACKEND": "django_pqjobs.tasks.PQJobsBackend",
+        "OPTIONS": {"MAX_ATTEMPTS": 2, "BACKOFF": [0.5]},
     },
 }

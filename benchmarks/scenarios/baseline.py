@@ -6,7 +6,7 @@ import threading
 import time
 
 from django_pqjobs import enqueue_many
-from django_pqjobs.worker.queries import CLAIM_PLAN, claim_sql
+from django_pqjobs.transitions import CLAIM_PLAN, claim_sql
 
 from ..harness import Result, raw_connection, reset_tables
 
@@ -25,7 +25,10 @@ def drain_with_sql(jobs: int, threads: int, batch: int) -> float:
             while True:
                 with conn.transaction():  # the worker's claim: plan pinned, one transaction
                     conn.execute(CLAIM_PLAN)
-                    rows = conn.execute(claim, [batch, f"baseline-{n}"]).fetchall()
+                    rows = conn.execute(
+                        claim, {"limit": batch, "worker": f"baseline-{n}"}
+                    ).fetchall()
+                rows = [row for row in rows if row[0] is not None]  # (the held-count row)
                 if not rows:
                     return
                 conn.execute(COMPLETE, [[r[0] for r in rows]])

@@ -1,3 +1,4 @@
-"""Operator console in the Django admin: jobs (``jobs.py``) and schedules (``schedules.py``)."""
+"""Operator console in the Django admin: jobs (``jobs.py``), schedules (``schedules.py``) and
+the audit trail of operator actions (``audit.py``)."""
 
-from . import jobs, schedules  # noqa: F401 - registers the ModelAdmins
+from . import audit, jobs, schedules  # noqa: F401 - registers the ModelAdmins

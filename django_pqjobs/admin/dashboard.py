@@ -13,6 +13,7 @@ from django.utils.safestring import SafeString
 
 from ..clock import database_now
 from ..conf import conf
+from .display import moment
 
 _PER_MINUTE = """
 SELECT date_trunc('minute', finished_at) AS minute,
@@ -22,9 +23,16 @@ FROM pqjobs_job
 WHERE status IN ('done', 'failed', 'cancelled') AND finished_at > now() - interval '1 hour'
 GROUP BY 1
 """
+# Failed attempts after which the job went on (a retry), per minute. The attempt that ended
+# a failed or cancelled job is that job's failure, counted above, not a retry; an attempt
+# given back (released) was no failure.
 _RETRIES_PER_MINUTE = """
-SELECT date_trunc('minute', finished_at), count(*) FROM pqjobs_attempt
-WHERE finished_at > now() - interval '1 hour' GROUP BY 1
+SELECT date_trunc('minute', a.finished_at), count(*) FROM pqjobs_attempt a
+WHERE a.finished_at > now() - interval '1 hour' AND a.outcome <> 'released'
+  AND NOT EXISTS (SELECT 1 FROM pqjobs_job j
+                  WHERE j.id = a.job_id AND j.status IN ('failed', 'cancelled')
+                    AND j.attempts = a.attempt)
+GROUP BY 1
 """
 # One range scan of the finished-jobs index serves both the per-type table and the totals:
 # its cost grows with the jobs finished in the last 24 h (about 300 ms per million).
@@ -38,6 +46,8 @@ GROUP BY 1, 2
 _ACTIVE = """
 SELECT 'ready', queue, count(*), min(run_after) FILTER (WHERE run_after <= now())
 FROM pqjobs_job WHERE status = 'ready' GROUP BY queue
+UNION ALL
+SELECT 'blocked', queue, count(*), NULL FROM pqjobs_job WHERE status = 'blocked' GROUP BY queue
 UNION ALL
 SELECT 'running', queue, count(*), NULL FROM pqjobs_job WHERE status = 'running' GROUP BY queue
 ORDER BY 2, 1
@@ -72,6 +82,15 @@ class Dashboard:
     def chart(self) -> SafeString:
         return throughput_svg(self.per_minute)
 
+    @property
+    def chart_totals(self) -> tuple[int, int, int]:
+        """Done, failed and retried in the chart's hour."""
+        return (
+            sum(m[1] for m in self.per_minute),
+            sum(m[2] for m in self.per_minute),
+            sum(m[3] for m in self.per_minute),
+        )
+
 
 def _rows(sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
     with connections[conf.DATABASE].cursor() as cursor:
@@ -86,10 +105,23 @@ def _queue_names(value: Any) -> list[str]:
     return [str(name) for name in value or []]
 
 
-def collect() -> Dashboard:
+def active_queues() -> list[str]:
+    """Queues that hold ready, blocked or running jobs now."""
+    return sorted({queue for _, queue, _, _ in _rows(_ACTIVE)})
+
+
+def collect(paused_queues: frozenset[str] = frozenset()) -> Dashboard:
+    """The dashboard's numbers; ``paused_queues`` are marked in the active jobs."""
     now = database_now(conf.DATABASE)
     active = [
-        {"status": s, "queue": q, "count": n, "oldest_due": oldest}
+        {
+            "status": s,
+            "queue": q,
+            "count": n,
+            "oldest_due": oldest,
+            "oldest_due_shown": moment(oldest),
+            "paused": q in paused_queues,
+        }
         for s, q, n, oldest in _rows(_ACTIVE)
     ]
     due = [a["oldest_due"] for a in active if a["oldest_due"] is not None]
@@ -123,6 +155,7 @@ def collect() -> Dashboard:
             "concurrency": c,
             "queues": ", ".join(_queue_names(q)) or "all",
             "heartbeat_at": hb,
+            "heartbeat_shown": moment(hb),
             "heartbeat_age": max(0.0, (now - hb).total_seconds()),
             "running": running,
         }
@@ -139,8 +172,17 @@ def collect() -> Dashboard:
     )
 
 
+# The chart takes the admin's colours (light and dark themes) where it can.
+_CHART_BACKGROUND = "fill: var(--darkened-bg, #f7fafc)"
+_CHART_TEXT = "fill: var(--body-quiet-color, #4a5568)"
+DONE_COLOUR = "#2f855a"
+FAILED_COLOUR = "#c53030"
+RETRIED_COLOUR = "#dd6b20"
+
+
 def throughput_svg(per_minute: list[tuple[datetime, int, int, int]]) -> SafeString:
-    """Bars per minute: done (green) stacked under failed and retried attempts (red)."""
+    """Bars per minute: done (green) under failed jobs (red) under failed attempts that were
+    retried (orange). Each job that failed counts once. Scales down to narrow screens."""
     width, height, pad = 600, 120, 20
     peak = max((done + failed + retried for _, done, failed, retried in per_minute), default=0)
     scale = (height - pad) / peak if peak else 0
@@ -148,35 +190,41 @@ def throughput_svg(per_minute: list[tuple[datetime, int, int, int]]) -> SafeStri
     shapes = []
     for n, (minute, done, failed, retried) in enumerate(per_minute):
         x = n * bar
-        ok_h = done * scale
-        bad_h = (failed + retried) * scale
+        ok_h, failed_h, retried_h = done * scale, failed * scale, retried * scale
         title = f"{minute:%H:%M}: {done} done, {failed} failed, {retried} retried"
         shapes.append(
             (
                 f"{x:.1f}",
-                f"{height - ok_h:.1f}",
                 f"{bar - 1:.1f}",
+                f"{height - ok_h:.1f}",
                 f"{ok_h:.1f}",
-                f"{height - ok_h - bad_h:.1f}",
-                f"{bad_h:.1f}",
+                f"{height - ok_h - failed_h:.1f}",
+                f"{failed_h:.1f}",
+                f"{height - ok_h - failed_h - retried_h:.1f}",
+                f"{retried_h:.1f}",
                 title,
             )
         )
     bars = format_html_join(
         "",
-        '<g><title>{6}</title><rect x="{0}" y="{1}" width="{2}" height="{3}" fill="#2f855a"/>'
-        '<rect x="{0}" y="{4}" width="{2}" height="{5}" fill="#c53030"/></g>',
+        "<g><title>{8}</title>"
+        '<rect x="{0}" y="{2}" width="{1}" height="{3}" fill="' + DONE_COLOUR + '"/>'
+        '<rect x="{0}" y="{4}" width="{1}" height="{5}" fill="' + FAILED_COLOUR + '"/>'
+        '<rect x="{0}" y="{6}" width="{1}" height="{7}" fill="' + RETRIED_COLOUR + '"/></g>',
         shapes,
     )
     return format_html(
         '<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" '
+        'style="max-width:100%;height:auto" class="pqjobs-chart" '
         'role="img" aria-label="jobs finished per minute, last hour">'
-        '<rect width="100%" height="100%" fill="#f7fafc"/>{}'
-        '<text x="4" y="12" font-size="10" fill="#4a5568">peak {} / min</text></svg>',
+        '<rect width="100%" height="100%" style="{}"/>{}'
+        '<text x="4" y="12" font-size="10" style="{}">peak {} / min</text></svg>',
         width,
         height,
         width,
         height,
+        _CHART_BACKGROUND,
         bars,
+        _CHART_TEXT,
         peak,
     )

@@ -4,15 +4,19 @@ built with format_html, so nothing a job contains can inject markup."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+
+from .excerpts import Excerpt
 
 STATUS_COLOURS = {
     "ready": "#417690",
+    "blocked": "#6b46c1",
     "running": "#b7791f",
     "done": "#2f855a",
     "failed": "#c53030",
@@ -27,6 +31,58 @@ def status_badge(status: str) -> SafeString:
         'font-size:11px;white-space:nowrap">{}</span>',
         colour,
         status,
+    )
+
+
+# What holds a blocked job back, as the list and the job page say it.
+BLOCKED_BY = {
+    "limit": "concurrency limit of key {key}",
+    "rate": "rate limit of {rate_key}",
+    "paused": "its queue or job type is paused",
+}
+
+
+def held_by(blocked_by: str | None, key: str | None, rate_key: str | None) -> str:
+    """``concurrency limit of key account:7``: what holds a blocked job back."""
+    text = BLOCKED_BY.get(blocked_by or "", "flow control")
+    return text.format(key=key or "-", rate_key=rate_key or "-")
+
+
+def breakable(name: str) -> SafeString:
+    """A dotted or snake_case name that a narrow column may wrap after its dots and
+    underscores (never inside a word)."""
+    parts = re.split(r"(?<=[._])", name)
+    return format_html_join(mark_safe("<wbr>"), "{}", ((part,) for part in parts))
+
+
+def absolute(value: datetime) -> str:
+    """``2026-11-23 16:41:06 UTC``: the one format of times in the console, in the current
+    time zone."""
+    local = timezone.localtime(value) if timezone.is_aware(value) else value
+    return local.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+
+
+def moment(value: datetime | None) -> SafeString | str:
+    """A point in time as :func:`absolute` writes it, the relative time on hover."""
+    if value is None:
+        return "-"
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>',
+        value.isoformat(),
+        relative(value),
+        absolute(value),
+    )
+
+
+def since(value: datetime | None) -> SafeString | str:
+    """A relative time ("3 min ago", "in 1 h"), the absolute one on hover."""
+    if value is None:
+        return "-"
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>',
+        value.isoformat(),
+        absolute(value),
+        relative(value),
     )
 
 
@@ -65,9 +121,50 @@ def first_line(text: str, limit: int = 120) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def error_summary(head: str | None, tail: str | None, limit: int = 120) -> str:
+    """:func:`first_line` of an error known by its first and last few hundred characters."""
+    head = head or ""
+    if head.lstrip().startswith("Traceback"):
+        lines = [line for line in (tail or "").splitlines() if line.strip()]
+        line = lines[-1].strip() if lines else ""
+        return line if len(line) <= limit else line[: limit - 1] + "…"
+    return first_line(head, limit)
+
+
 def pretty_json(value: Any) -> SafeString:
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
     return format_html('<pre style="white-space:pre-wrap;margin:0">{}</pre>', text)
+
+
+def json_excerpt(excerpt: Excerpt) -> SafeString:
+    """JSON text, indented when it is whole; a cut one as it is, saying how much is cut."""
+    if excerpt.cut <= 0:
+        try:
+            return pretty_json(json.loads(excerpt.text))
+        except (ValueError, RecursionError):
+            pass  # not parseable here (too deep): shown as stored
+    return format_html(
+        '<pre style="white-space:pre-wrap;margin:0">{}</pre>{}',
+        excerpt.text,
+        _cut_note(excerpt, "first"),
+    )
+
+
+def text_tail(excerpt: Excerpt) -> SafeString:
+    """The end of a long text (a traceback ends with its exception)."""
+    return format_html("{}{}", _cut_note(excerpt, "last"), preformatted(excerpt.text))
+
+
+def _cut_note(excerpt: Excerpt, which: str) -> SafeString | str:
+    if excerpt.cut <= 0:
+        return ""
+    return format_html(
+        '<p class="help">Showing the {} {} of {} characters ({} not shown).</p>',
+        which,
+        f"{len(excerpt.text):,}",
+        f"{excerpt.length:,}",
+        f"{excerpt.cut:,}",
+    )
 
 
 def preformatted(text: str) -> SafeString:

@@ -1,116 +1,92 @@
-"""Admin for jobs: list, filters, actions (retry, cancel, run now), job page, dashboard.
+"""Admin for jobs: list, filters, actions (Retry, Cancel, Run now, Delete, Release), job
+page, dashboard (with flow control: Pause and Resume).
 
-Every action is one conditional UPDATE from the state machine (``worker/queries.py``), so it
-never overwrites what a worker did meanwhile; jobs in a status the action does not apply to
-are reported as skipped.
+Every action is an operator action of ``operations.py``: one conditional statement of the
+state machine (``transitions.py``), so it never overwrites what a worker did meanwhile, and
+a row of the audit trail under the user's name. Jobs in a status the action does not apply
+to are reported as skipped. Nothing else writes a job: the job page is read-only and refuses
+POST. The list is guarded (``changelist.py``), reads no payload or result, and the job page
+reads only excerpts of them (``excerpts.py``); who sees that data at all is
+``PQJOBS['ADMIN_DATA_PERMISSION']``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.contrib.admin import helpers
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Count, Field, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
+from .. import flow, operations
 from ..conf import conf
-from ..models import Job, JobAttempt
-from ..worker import queries
-from . import display
-from .dashboard import collect
-from .filters import HasErrorFilter, JobTypeFilter, QueueFilter
+from ..models import Job, JobAttempt, WorkerRecord
+from ..serialization import from_json
+from ..tasks.payload import describe_call
+from . import actions, dashboard, display, excerpts, flowcontrol, timeline
+from .changelist import GuardedListAdmin
+from .filters import (
+    DateFilter,
+    FinishedFilter,
+    HasErrorFilter,
+    JobTypeFilter,
+    QueueFilter,
+    StatusFilter,
+)
 from .pagination import EstimatedCountPaginator
 from .search import HELP_TEXT, job_search
 
 
-def _report(
-    admin_: JobAdmin, request: HttpRequest, verb: str, changed: int, asked: int, why: str
-) -> None:
-    skipped = asked - changed
-    text = ngettext("%(n)d job %(verb)s.", "%(n)d jobs %(verb)s.", changed) % {
-        "n": changed,
-        "verb": verb,
-    }
-    if skipped:
-        text += " " + ngettext("%(n)d skipped: %(why)s.", "%(n)d skipped: %(why)s.", skipped) % {
-            "n": skipped,
-            "why": why,
-        }
-    admin_.message_user(request, text, messages.SUCCESS if changed else messages.WARNING)
-
-
-def retry_jobs(ids: Sequence[int]) -> tuple[int, str]:
-    return len(queries.requeue_many(conf.DATABASE, ids)), "only failed or cancelled jobs retry"
-
-
-def cancel_jobs(ids: Sequence[int]) -> tuple[int, str]:
-    result = queries.cancel_many(conf.DATABASE, ids)
-    return (
-        len(result.cancelled) + len(result.cancel_requested),
-        "already finished (or cancel already requested)",
+def _earlier(page: excerpts.JobPage) -> SafeString | str:
+    hidden = page.attempts_not_shown
+    if hidden <= 0:
+        return ""
+    return format_html(
+        '<p class="help">{} earlier failed attempt{} not shown (the page shows the latest {}).</p>',
+        hidden,
+        "" if hidden == 1 else "s",
+        len(page.attempts),
     )
 
 
-def run_jobs_now(ids: Sequence[int]) -> tuple[int, str]:
-    return len(queries.run_now_many(conf.DATABASE, ids)), "only delayed ready jobs can run now"
-
-
-ACTIONS: dict[str, tuple[str, Callable[[Sequence[int]], tuple[int, str]]]] = {
-    "retry": ("put back to ready", retry_jobs),
-    "cancel": ("cancelled or asked to stop", cancel_jobs),
-    "run-now": ("made due now", run_jobs_now),
-}
-
-
-class JobAttemptInline(admin.TabularInline):
-    model = JobAttempt
-    extra = 0
-    can_delete = False
-    fields = ("attempt", "outcome", "worker_id", "started_at", "finished_at", "error_type")
-    readonly_fields = fields
-    ordering = ["attempt", "id"]
-    verbose_name = "failed attempt"
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(GuardedListAdmin):
+    # Narrow enough for a laptop beside the admin's side bars: the queue and priority sit
+    # under the job type; the attempts, the worker, what holds a blocked job and the
+    # progress under the status; the run-after, start or finish time (with the duration) in
+    # one column; the last error takes the rest.
     list_display = [
         "id",
-        "job_type",
-        "queue",
-        "status_badge",
-        "priority",
-        "tries",
-        "run_after_relative",
-        "duration",
-        "locked_by",
+        "job_type_cell",
+        "status_cell",
+        "when",
         "error",
-        "progress_bar",
     ]
-    list_display_links = ["id", "job_type"]
+    list_display_links = ["id", "job_type_cell"]
     list_filter = [
-        "status",
+        StatusFilter,
         QueueFilter,
         JobTypeFilter,
         HasErrorFilter,
-        ("created_at", admin.DateFieldListFilter),
-        ("finished_at", admin.DateFieldListFilter),
+        ("created_at", DateFilter),
+        ("finished_at", FinishedFilter),
     ]
+    # Each order is one an index serves: the primary key, and (job_type, id DESC).
+    list_orderings = {
+        "id": (["id"], ["-id"]),
+        "job_type_cell": (["job_type", "-id"], ["-job_type", "id"]),
+    }
+    list_narrowing_hint = (
+        "Narrow it with the status, job type or has-error filter, or search for a job id."
+    )
     # Shows the search box; the search itself is job_search (every branch indexed).
     search_fields = ["=id"]
     search_help_text = HELP_TEXT
@@ -118,8 +94,7 @@ class JobAdmin(admin.ModelAdmin):
     list_per_page = 50
     show_full_result_count = False
     paginator = EstimatedCountPaginator
-    actions = ["retry_action", "cancel_action", "run_now_action"]
-    inlines = [JobAttemptInline]
+    actions = ["retry_action", "cancel_action", "run_now_action", "delete_action"]
     change_form_template = "admin/django_pqjobs/job/change_form.html"
     change_list_template = "admin/django_pqjobs/job/change_list.html"
     fieldsets = [
@@ -127,7 +102,7 @@ class JobAdmin(admin.ModelAdmin):
             None,
             {
                 "fields": [
-                    "status_badge",
+                    "status_detail",
                     "job_type",
                     "queue",
                     "priority",
@@ -142,75 +117,282 @@ class JobAdmin(admin.ModelAdmin):
             "Timing",
             {
                 "fields": [
-                    "created_at",
-                    "run_after",
-                    "locked_at",
-                    "locked_by",
-                    "heartbeat_at",
-                    "finished_at",
+                    "created",
+                    "due",
+                    "claimed",
+                    "worker",
+                    "heartbeat",
+                    "finished",
                     "duration",
                     "timeout_seconds",
-                    "cancel_requested_at",
+                    "cancel_requested",
                 ]
             },
         ),
         ("Timeline", {"fields": ["timeline"]}),
-        ("Errors", {"fields": ["error_type", "tracebacks"]}),
+        ("Errors", {"fields": ["last_error_type", "attempt_table", "tracebacks"]}),
     ]
+    # What replaces the job's data for staff without ADMIN_DATA_PERMISSION.
+    hidden_data_fields = {
+        "payload_pretty": "data_hidden",
+        "result_pretty": None,
+        "tracebacks": None,
+    }
 
     # --- permissions: read-only; actions need the change permission -----------------------
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A running job is never deleted: its worker would go on with a row that is gone.
+        if obj is not None and getattr(obj, "status", None) == "running":
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def shows_data(self, request: HttpRequest) -> bool:
+        """Whether this user may see payloads, results, progress messages and errors."""
+        permission = conf.ADMIN_DATA_PERMISSION
+        return permission is None or request.user.has_perm(permission)
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        if self.shows_data(request):
+            return self.fieldsets
+        hidden = self.hidden_data_fields
+        fieldsets = []
+        for name, spec in self.fieldsets:
+            names = [hidden.get(str(f), str(f)) for f in spec["fields"]]
+            fieldsets.append((name, {**spec, "fields": [f for f in names if f]}))
+        return fieldsets
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[Any]:
+        return [f for _, spec in self.get_fieldsets(request, obj) for f in spec["fields"]]
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [str(f) for fieldset in self.fieldsets for f in fieldset[1]["fields"]]
+        return [str(f) for f in self.get_fields(request, obj)]
+
+    def get_list_display(self, request: HttpRequest) -> list[Any]:
+        if self.shows_data(request):
+            return list(self.list_display)
+        return ["error_type" if c == "error" else c for c in self.list_display]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).using(conf.DATABASE)
+
+    def list_rows(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return excerpts.list_rows(queryset, self.shows_data(request))
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Job | None:
+        """The job of the job page, without its big columns, and their excerpts."""
+        rows = self.get_queryset(request).defer(*excerpts.BIG_COLUMNS)
+        field = Job._meta.get_field(from_field) if from_field else Job._meta.pk
+        if not isinstance(field, Field):
+            return None
+        try:
+            job = rows.get(**{field.name: field.to_python(object_id)})
+        except (Job.DoesNotExist, ValidationError, ValueError):
+            return None
+        excerpts.attach(job, excerpts.load_page(rows.db, job.pk, self.shows_data(request)))
+        return job
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        # The page shows a job; it never writes one back. A save would put the whole row
+        # as read back over whatever a worker recorded meanwhile.
+        if request.method not in ("GET", "HEAD"):
+            return HttpResponseNotAllowed(
+                ["GET", "HEAD"],
+                content="The job page is read-only: change a job with Retry, Cancel, Run "
+                "now, Release or Delete.",
+            )
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        raise PermissionDenied("jobs change only through the Retry, Cancel and Run now actions")
+
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
+        # Django's bulk delete lists every selected job on its confirmation page (millions,
+        # across a big list) and deletes running ones; delete_action does neither.
+        # (Django 6.1 passes action_location and wants overrides to take it; 5.2 has none.)
+        if action_location is None:
+            found = super().get_actions(request)
+        else:
+            found = super().get_actions(request, action_location=action_location)  # type: ignore[call-arg]
+        found.pop("delete_selected", None)
+        return found
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str
     ) -> tuple[QuerySet, bool]:
         return job_search(queryset, search_term), False
 
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        extra = {"title": "Jobs", **(extra_context or {})}
+        if request.method in ("GET", "HEAD"):
+            extra["paused"] = _paused_rows(flow.paused(conf.DATABASE))
+        return super().changelist_view(request, extra)
+
     # --- list columns ------------------------------------------------------------------------
 
-    @admin.display(description="status", ordering="status")
-    def status_badge(self, job: Job) -> SafeString:
-        return display.status_badge(job.status)
+    @admin.display(description="job type", ordering="job_type")
+    def job_type_cell(self, job: Job) -> SafeString:
+        priority = f" · priority {job.priority}" if job.priority else ""
+        return format_html(
+            '{}<span class="pqjobs-sub">{}{}</span>',
+            display.breakable(job.job_type),
+            job.queue,
+            priority,
+        )
+
+    @admin.display(description="status")
+    def status_cell(self, job: Job) -> SafeString:
+        lines = [f"attempts {job.attempts} / {job.max_attempts}"]
+        if job.status == "blocked":
+            lines.append(display.held_by(job.blocked_by, job.concurrency_key, job.rate_key))
+        elif job.status == "running":
+            lines.append(f"on {job.locked_by or '-'}")
+            if job.cancel_requested_at is not None:
+                lines.append("cancel requested")
+        bar = display.progress_bar(excerpts.progress_of(job)) if job.status == "running" else "-"
+        return format_html(
+            "{}{}{}",
+            display.status_badge(job.status),
+            format_html_join("", '<span class="pqjobs-sub">{}</span>', ((line,) for line in lines)),
+            "" if bar == "-" else format_html('<span class="pqjobs-sub">{}</span>', bar),
+        )
 
     @admin.display(description="attempts")
     def tries(self, job: Job) -> str:
         return f"{job.attempts} / {job.max_attempts}"
 
-    @admin.display(description="run after", ordering="run_after")
-    def run_after_relative(self, job: Job) -> SafeString:
-        return format_html(
-            '<span title="{}">{}</span>', job.run_after, display.relative(job.run_after)
-        )
+    @admin.display(description="when")
+    def when(self, job: Job) -> SafeString | str:
+        """Ready and blocked: when it is due; running: since when; finished: when, and how
+        long it ran."""
+        if job.status == "running":
+            return format_html("started {}", display.since(job.locked_at))
+        if job.finished_at is not None and job.status in ("done", "failed", "cancelled"):
+            took = display.duration(job.duration_ms) if job.duration_ms is not None else ""
+            return format_html(
+                "{}{}",
+                display.since(job.finished_at),
+                format_html('<span class="pqjobs-sub">took {}</span>', took) if took else "",
+            )
+        return format_html("due {}", display.since(job.run_after))
 
-    @admin.display(description="duration", ordering="duration_ms")
+    @admin.display(description="duration")
     def duration(self, job: Job) -> str:
         return display.duration(job.duration_ms)
 
     @admin.display(description="last error")
     def error(self, job: Job) -> str:
-        return display.first_line(job.last_error)
+        return display.error_summary(
+            getattr(job, "error_head", None), getattr(job, "error_tail", None)
+        )
 
     @admin.display(description="progress")
     def progress_bar(self, job: Job) -> SafeString | str:
-        return display.progress_bar(job.progress)
+        return display.progress_bar(excerpts.progress_of(job))
 
     # --- job page ----------------------------------------------------------------------------
 
+    @admin.display(description="status")
+    def status_detail(self, job: Job) -> SafeString:
+        """The status, since when, and (blocked) what holds the job back."""
+        since = {
+            "running": job.locked_at,
+            "done": job.finished_at,
+            "failed": job.finished_at,
+            "cancelled": job.finished_at,
+        }.get(job.status, job.updated_at)
+        extra: SafeString | str = ""
+        if job.status == "blocked":
+            extra = format_html(
+                " — held back by the {}",
+                display.held_by(job.blocked_by, job.concurrency_key, job.rate_key),
+            )
+        elif job.status == "running" and job.cancel_requested_at is not None:
+            extra = " — cancel requested"
+        return format_html(
+            "{} since {}{}", display.status_badge(job.status), display.moment(since), extra
+        )
+
+    @admin.display(description="created")
+    def created(self, job: Job) -> SafeString | str:
+        return display.moment(job.created_at)
+
+    @admin.display(description="run after")
+    def due(self, job: Job) -> SafeString | str:
+        return display.moment(job.run_after)
+
+    @admin.display(description="claimed (last attempt)")
+    def claimed(self, job: Job) -> SafeString | str:
+        return display.moment(job.locked_at)
+
+    @admin.display(description="worker")
+    def worker(self, job: Job) -> SafeString | str:
+        if not job.locked_by:
+            return "-"
+        role = {"running": "runs it now"}.get(job.status, "ran its last attempt")
+        return format_html("{} ({})", job.locked_by, role)
+
+    @admin.display(description="last heartbeat")
+    def heartbeat(self, job: Job) -> SafeString | str:
+        return display.moment(job.heartbeat_at)
+
+    @admin.display(description="finished")
+    def finished(self, job: Job) -> SafeString | str:
+        return display.moment(job.finished_at)
+
+    @admin.display(description="cancel requested")
+    def cancel_requested(self, job: Job) -> SafeString | str:
+        return display.moment(job.cancel_requested_at)
+
+    @admin.display(description="error type")
+    def last_error_type(self, job: Job) -> str:
+        # A job that ended done succeeded: errors of earlier attempts are in the history.
+        if job.status == "done":
+            return "-"
+        return job.error_type or "-"
+
     @admin.display(description="payload")
-    def payload_pretty(self, job: Job) -> SafeString:
-        return display.pretty_json(job.payload)
+    def payload_pretty(self, job: Job) -> SafeString | str:
+        excerpt = excerpts.page_of(job).payload
+        if excerpt is None:
+            return "-"
+        # A task of Django's Tasks framework: its call, readable (when the excerpt is whole)
+        call = None
+        if not excerpt.cut:
+            try:
+                call = describe_call(job.job_type, from_json(excerpt.text))
+            except (ValueError, RecursionError):
+                call = None  # (not JSON this page can parse: shown as stored)
+        if call is None:
+            return display.json_excerpt(excerpt)
+        return format_html(
+            "<p>Task call: <code>{}</code></p>{}", call, display.json_excerpt(excerpt)
+        )
 
     @admin.display(description="result")
     def result_pretty(self, job: Job) -> SafeString | str:
-        return "-" if job.result is None else display.pretty_json(job.result)
+        excerpt = excerpts.page_of(job).result
+        return "-" if excerpt is None else display.json_excerpt(excerpt)
+
+    @admin.display(description="payload, result, errors")
+    def data_hidden(self, job: Job) -> str:
+        return (
+            "Hidden: seeing a job's payload, result, progress message, errors and tracebacks "
+            f"needs the permission {conf.ADMIN_DATA_PERMISSION!r}."
+        )
 
     @admin.display(description="related")
     def links(self, job: Job) -> SafeString | str:
@@ -218,8 +400,8 @@ class JobAdmin(admin.ModelAdmin):
         if job.parent_id:
             url = reverse("admin:django_pqjobs_job_change", args=[job.parent_id])
             parts.append(format_html('parent: <a href="{}">job {}</a>', url, job.parent_id))
-        # A child is enqueued after its parent, so walking the primary key upwards from the
-        # parent finds the children early (parent_id itself has no index).
+        # Served by the partial index on parent_id (pqjobs_job_parent); children are
+        # enqueued after their parent, so only ids above it are looked at.
         children = list(
             Job.objects.using(conf.DATABASE)
             .filter(parent_id=job.pk, pk__gt=job.pk)
@@ -240,54 +422,89 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.display(description="timeline")
     def timeline(self, job: Job) -> SafeString:
-        events: list[tuple[Any, str, str]] = [(job.created_at, "created", "")]
-        for attempt in job.failed_attempts.all():
-            events.append(
-                (attempt.started_at, f"attempt {attempt.attempt} started", attempt.worker_id)
-            )
-            events.append(
+        page = excerpts.page_of(job)
+        rows = format_html_join(
+            "",
+            "<tr{}><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
                 (
-                    attempt.finished_at,
-                    f"attempt {attempt.attempt}: {attempt.outcome}",
-                    display.first_line(attempt.traceback),
+                    mark_safe(' class="pqjobs-operator"') if e.operator else "",
+                    display.moment(e.at),
+                    e.what,
+                    e.detail,
                 )
-            )
-        if job.status == "running" and job.locked_at:
-            events.append(
-                (job.locked_at, f"attempt {job.attempts} started (running)", job.locked_by or "")
-            )
-        if job.finished_at:
-            if job.status == "done" and job.locked_at:
-                events.append(
-                    (job.locked_at, f"attempt {job.attempts} started", job.locked_by or "")
+                for e in timeline.entries(job, page, page.events)
+            ),
+        )
+        return format_html('<table class="pqjobs-timeline">{}</table>{}', rows, _earlier(page))
+
+    @admin.display(description="failed attempts")
+    def attempt_table(self, job: Job) -> SafeString | str:
+        page = excerpts.page_of(job)
+        if not page.attempts:
+            return "-"
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    a.attempt,
+                    a.get_outcome_display(),
+                    a.worker_id,
+                    display.moment(a.started_at),
+                    display.moment(a.finished_at),
+                    a.error_type,
                 )
-            events.append((job.finished_at, job.status, display.duration(job.duration_ms)))
-        events = [e for e in events if e[0] is not None]
-        events.sort(key=lambda e: e[0])
-        rows = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", events)
-        return format_html('<table class="pqjobs-timeline">{}</table>', rows)
+                for a in page.attempts
+            ),
+        )
+        return format_html(
+            '<div class="pqjobs-scroll"><table class="pqjobs-attempts"><thead><tr>'
+            "<th>attempt</th><th>outcome</th><th>worker</th><th>started</th><th>finished</th>"
+            "<th>error type</th></tr></thead><tbody>{}</tbody></table></div>{}",
+            rows,
+            _earlier(page),
+        )
 
     @admin.display(description="tracebacks of failed attempts")
     def tracebacks(self, job: Job) -> SafeString | str:
-        attempts = list(job.failed_attempts.all())
-        if not attempts:
-            return display.preformatted(job.last_error) if job.last_error else "-"
-        return format_html_join(
-            "",
-            "<h4>attempt {} — {} ({})</h4>{}",
-            (
-                (a.attempt, a.outcome, a.error_type, display.preformatted(a.traceback))
-                for a in attempts
+        page = excerpts.page_of(job)
+        if not page.attempts:
+            error = page.last_error
+            if job.status == "done" or error is None or not error.length:
+                return "-"
+            return display.text_tail(error)
+        return format_html(
+            "{}{}",
+            _earlier(page),
+            format_html_join(
+                "",
+                "<h4>attempt {} — {} ({})</h4>{}",
+                (
+                    (
+                        a.attempt,
+                        a.outcome,
+                        a.error_type,
+                        display.text_tail(
+                            excerpts.Excerpt(
+                                getattr(a, "traceback_tail", ""),
+                                getattr(a, "traceback_length", 0),
+                            )
+                        ),
+                    )
+                    for a in page.attempts
+                ),
             ),
         )
 
-    # --- actions -----------------------------------------------------------------------------
+    # --- bulk actions --------------------------------------------------------------------------
 
     def _bulk(self, request: HttpRequest, queryset: QuerySet, name: str) -> None:
         ids = list(queryset.values_list("pk", flat=True))
-        verb, action = ACTIONS[name]
-        changed, why = action(ids)
-        _report(self, request, verb, changed, len(ids), why)
+        action = actions.ACTIONS[name]
+        changed = action.run(ids, actions.actor(request))
+        level = messages.SUCCESS if changed else messages.WARNING
+        self.message_user(request, action.report(changed, len(ids)), level)
 
     @admin.action(description="Retry selected jobs (failed / cancelled)", permissions=["change"])
     def retry_action(self, request: HttpRequest, queryset: QuerySet) -> None:
@@ -297,9 +514,113 @@ class JobAdmin(admin.ModelAdmin):
     def cancel_action(self, request: HttpRequest, queryset: QuerySet) -> None:
         self._bulk(request, queryset, "cancel")
 
-    @admin.action(description="Run selected delayed jobs now", permissions=["change"])
+    @admin.action(
+        description="Run selected ready jobs now (first in the queue)", permissions=["change"]
+    )
     def run_now_action(self, request: HttpRequest, queryset: QuerySet) -> None:
         self._bulk(request, queryset, "run-now")
+
+    @admin.action(description="Delete selected jobs (not running)", permissions=["delete"])
+    def delete_action(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        """Asks first on a page that counts the selection by status (never lists it), then
+        deletes all but the running jobs, in batches."""
+        if request.POST.get("post") == "yes":
+            result = actions.delete_selected(queryset, actions.actor(request))
+            text = f"{result.deleted} job{'' if result.deleted == 1 else 's'} deleted."
+            if result.skipped:
+                text += f" {result.skipped} skipped: running jobs are not deleted."
+            level = messages.SUCCESS if result.deleted else messages.WARNING
+            self.message_user(request, text, level)
+            return None
+        by_status = dict(
+            queryset.order_by()
+            .values_list("status")
+            .annotate(n=Count("pk"))
+            .values_list("status", "n")
+        )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Delete jobs?",
+            "opts": self.model._meta,
+            "by_status": sorted(by_status.items()),
+            "total": sum(by_status.values()),
+            "running": by_status.get("running", 0),
+            "doomed": sum(n for status, n in by_status.items() if status != "running"),
+            "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+            "select_across": request.POST.get("select_across", "0"),
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "query_string": request.META.get("QUERY_STRING", ""),
+        }
+        return TemplateResponse(
+            request, "admin/django_pqjobs/job/delete_selected_confirmation.html", context
+        )
+
+    # --- the job page's delete (one job, never a running one) -------------------------------
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        status = (
+            self.get_queryset(request)
+            .filter(pk=_pk(object_id))
+            .values_list("status", flat=True)
+            .first()
+        )
+        if status == "running":
+            self.message_user(
+                request,
+                f"Job {object_id} is running and is not deleted: cancel it (or release it, if "
+                "its worker is stuck) first.",
+                messages.ERROR,
+            )
+            return HttpResponseRedirect(_change_url(object_id))
+        return super().delete_view(request, object_id, extra_context)
+
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[Any], dict[str, int], set[str], list[Any]]:
+        """What the delete page says goes: the job and how many attempts of its history
+        (counted, not listed: a job can have thousands)."""
+        jobs = list(objs)
+        ids = [job.pk for job in jobs]
+        attempts = JobAttempt.objects.using(conf.DATABASE).filter(job_id__in=ids)
+        count = attempts.count()
+        listed: list[Any] = [
+            format_html("Job {}: {} ({})", job.pk, job.job_type, job.status) for job in jobs
+        ]
+        if count:
+            listed.append([f"{count} attempt{'' if count == 1 else 's'} of its history"])
+        model_count = {"jobs": len(jobs), "failed attempts": count}
+        perms_needed: set[str] = set()
+        if not self.has_delete_permission(request):
+            perms_needed.add("job")
+        return listed, model_count, perms_needed, []
+
+    def log_deletions(self, request: HttpRequest, queryset: Any) -> list[Any]:
+        # The audit trail records every delete that happened (delete_model); Django's log
+        # would be written before the delete and record a refused one too.
+        return []
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        deleted = operations.delete_jobs([obj.pk], by=actions.actor(request), using=conf.DATABASE)
+        if not deleted:
+            request._pqjobs_delete_refused = True  # type: ignore[attr-defined]
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        actions.delete_selected(queryset, actions.actor(request))
+
+    def response_delete(self, request: HttpRequest, obj_display: str, obj_id: Any) -> HttpResponse:
+        if getattr(request, "_pqjobs_delete_refused", False):
+            self.message_user(
+                request,
+                f"Job {obj_id} was not deleted: a worker claimed it meanwhile, and running "
+                "jobs are not deleted.",
+                messages.ERROR,
+            )
+            return HttpResponseRedirect(_change_url(obj_id))
+        return super().response_delete(request, obj_display, obj_id)
+
+    # --- the job page's buttons --------------------------------------------------------------
 
     def get_urls(self) -> list[URLPattern]:
         own = [
@@ -309,27 +630,95 @@ class JobAdmin(admin.ModelAdmin):
                 name="django_pqjobs_job_dashboard",
             ),
             path(
+                "dashboard/<str:verb>/",
+                self.admin_site.admin_view(self.pause_view),
+                name="django_pqjobs_job_pause",
+            ),
+            path(
                 "<int:job_id>/action/<str:action>/",
                 self.admin_site.admin_view(self.object_action),
                 name="django_pqjobs_job_action",
+            ),
+            path(
+                "<int:job_id>/release/",
+                self.admin_site.admin_view(self.release_view),
+                name="django_pqjobs_job_release",
             ),
         ]
         return own + super().get_urls()
 
     def object_action(self, request: HttpRequest, job_id: int, action: str) -> HttpResponse:
         """The Retry / Cancel / Run now buttons of a job's page (POST, CSRF-protected)."""
-        if action not in ACTIONS:
+        if action not in actions.ACTIONS:
             raise PermissionDenied
         return require_POST(self._object_action)(request, job_id, action)
 
     def _object_action(self, request: HttpRequest, job_id: int, action: str) -> HttpResponse:
-        job = get_object_or_404(self.get_queryset(request), pk=job_id)
+        job = get_object_or_404(self.get_queryset(request).only("pk"), pk=job_id)
         if not self.has_change_permission(request, job):
             raise PermissionDenied
-        verb, run = ACTIONS[action]
-        changed, why = run([job.pk])
-        _report(self, request, verb, changed, 1, why)
-        return HttpResponseRedirect(reverse("admin:django_pqjobs_job_change", args=[job.pk]))
+        changed = actions.ACTIONS[action].run([job.pk], actions.actor(request))
+        level = messages.SUCCESS if changed else messages.WARNING
+        self.message_user(request, actions.job_page_message(action, job.pk, bool(changed)), level)
+        return HttpResponseRedirect(_change_url(job.pk))
+
+    def release_view(self, request: HttpRequest, job_id: int) -> HttpResponse:
+        """Release one stuck running attempt: a page that shows what is released (GET), and
+        the release itself (POST, with the attempt the page showed)."""
+        job = get_object_or_404(self.get_queryset(request).defer(*excerpts.BIG_COLUMNS), pk=job_id)
+        if not self.has_change_permission(request, job):
+            raise PermissionDenied
+        if request.method == "POST":
+            try:
+                attempt = int(request.POST.get("attempt", ""))
+            except ValueError:
+                attempt = -1
+            worker_id = request.POST.get("worker", "")
+            status = operations.release_job(
+                job.pk,
+                worker_id=worker_id,
+                attempt=attempt,
+                by=actions.actor(request),
+                using=conf.DATABASE,
+            )
+            if status is None:
+                self.message_user(
+                    request,
+                    f"Job {job.pk} was not released: attempt {attempt} on worker "
+                    f"{worker_id} is no longer running (it finished, or was rescued or "
+                    "released meanwhile).",
+                    messages.WARNING,
+                )
+            else:
+                self.message_user(
+                    request,
+                    f"Job {job.pk}: attempt {attempt} on worker {worker_id} released, the job "
+                    f"is {status} now. Whatever that worker still records is ignored.",
+                    messages.SUCCESS,
+                )
+            return HttpResponseRedirect(_change_url(job.pk))
+        if job.status != "running" or not job.locked_by:
+            self.message_user(
+                request, f"Job {job.pk} is {job.status}: only running jobs are released."
+            )
+            return HttpResponseRedirect(_change_url(job.pk))
+        live = (
+            WorkerRecord.objects.using(conf.DATABASE)
+            .filter(worker_id=job.locked_by)
+            .values_list("heartbeat_at", flat=True)
+            .first()
+        )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Release job {job.pk}?",
+            "opts": self.model._meta,
+            "job": job,
+            "claimed": display.moment(job.locked_at),
+            "heartbeat": display.moment(job.heartbeat_at),
+            "worker_heartbeat": display.moment(live) if live else None,
+            "stale_timeout": conf.STALE_TIMEOUT,
+        }
+        return TemplateResponse(request, "admin/django_pqjobs/job/release.html", context)
 
     def change_view(
         self,
@@ -340,16 +729,75 @@ class JobAdmin(admin.ModelAdmin):
     ) -> HttpResponse:
         extra = dict(extra_context or {})
         extra["can_act"] = self.has_change_permission(request)
+        extra["title"] = "View job"
         return super().change_view(request, object_id, form_url, extra)
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Any = None,
+    ) -> HttpResponse:
+        context["can_delete_job"] = obj is not None and self.has_delete_permission(request, obj)
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    # --- the dashboard, and Pause / Resume ---------------------------------------------------
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         if not self.has_view_permission(request):
             raise PermissionDenied
+        paused = flow.paused(conf.DATABASE)
+        numbers = dashboard.collect(frozenset(p.name for p in paused if p.kind == "queue"))
         context = {
             **self.admin_site.each_context(request),
             "title": "Job queue dashboard",
             "opts": self.model._meta,
-            "dashboard": collect(),
+            "dashboard": numbers,
+            "flow": flowcontrol.collect(paused, sorted({a["queue"] for a in numbers.active})),
+            "paused": _paused_rows(paused),
+            "can_change": self.has_change_permission(request),
+            "pause_kinds": list(flowcontrol.KINDS.items()),
             "stale_timeout": conf.STALE_TIMEOUT,
         }
         return TemplateResponse(request, "admin/django_pqjobs/job/dashboard.html", context)
+
+    def pause_view(self, request: HttpRequest, verb: str) -> HttpResponse:
+        """The dashboard's Pause and Resume buttons (POST, CSRF-protected, change
+        permission)."""
+        if verb not in ("pause", "resume"):
+            raise PermissionDenied
+        return require_POST(self._pause)(request, verb)
+
+    def _pause(self, request: HttpRequest, verb: str) -> HttpResponse:
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        text, level = flowcontrol.pause_or_resume(request, verb == "pause", actions.actor(request))
+        self.message_user(request, text, level)
+        return HttpResponseRedirect(reverse("admin:django_pqjobs_job_dashboard"))
+
+
+def _paused_rows(paused: list[flow.Paused]) -> list[dict[str, Any]]:
+    return [
+        {
+            "kind": p.kind,
+            "kind_label": flowcontrol.KINDS.get(p.kind, p.kind),
+            "name": p.name,
+            "by": p.paused_by,
+            "since": display.moment(p.paused_at),
+        }
+        for p in paused
+    ]
+
+
+def _pk(object_id: Any) -> int | None:
+    try:
+        return int(object_id)
+    except (TypeError, ValueError):
+        return None
+
+
+def _change_url(job_id: Any) -> str:
+    return reverse("admin:django_pqjobs_job_change", args=[job_id])

@@ -6,8 +6,10 @@ import json
 from typing import Any
 
 from django.core.paginator import Paginator
-from django.db import connections
+from django.db import OperationalError, connections, transaction
 from django.utils.functional import cached_property
+
+from .changelist import was_cancelled
 
 EXACT_BELOW = 10_000
 
@@ -16,16 +18,30 @@ class EstimatedCountPaginator(Paginator):
     """Counts exactly when the planner expects few rows, else uses the planner's estimate.
 
     The estimate comes from ``EXPLAIN`` of the same query, so it respects the filters; page
-    links past the real end simply show an empty page.
+    links past the real end simply show an empty page. An exact count stopped by the
+    statement timeout falls back to the estimate. Pages go up to ``max_pages``: deeper
+    ones cost an OFFSET over everything before them.
     """
+
+    max_pages = 1000
 
     @cached_property
     def count(self) -> int:
         queryset: Any = self.object_list
         estimate = self._estimate(queryset)
-        if estimate is None or estimate < EXACT_BELOW:
-            return int(queryset.count())
-        return estimate
+        if estimate is not None and estimate >= EXACT_BELOW:
+            return estimate
+        try:
+            with transaction.atomic(using=queryset.db):  # a savepoint to fall back from
+                return int(queryset.count())
+        except OperationalError as exc:
+            if estimate is None or not was_cancelled(exc):
+                raise
+            return estimate
+
+    @cached_property
+    def num_pages(self) -> int:
+        return min(super().num_pages, self.max_pages)
 
     def _estimate(self, queryset: Any) -> int | None:
         try:

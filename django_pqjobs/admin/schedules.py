@@ -1,37 +1,94 @@
 """Admin for recurring schedules: list with next/last run, validated form, next-run preview,
-and the actions Enable, Disable and Run now (which need the change permission)."""
+and the actions Enable, Disable and Run now (which need the change permission; each is
+recorded in the audit trail under the user's name).
+
+The form holds a schedule to what ``enqueue_job`` accepts: a registered job type, a payload
+within ``PQJOBS['PAYLOAD_MAX_BYTES']`` that PostgreSQL can store, queue and priority as
+``options.py`` validates them. A row broken outside the form (a time zone this server does
+not have, an interval or cron expression typed in by SQL) shows ``invalid: <reason>``.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import OuterRef, QuerySet, Subquery
+from django.forms.fields import InvalidJSONInput
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import ngettext
 
+from .. import audit, options
 from ..clock import database_now
 from ..conf import conf
+from ..enqueue import serialize_payload
+from ..errors import PQJobsError
 from ..models import Job, Schedule
-from ..schedules.scheduler import set_enabled, trigger
-from ..schedules.sync import timing_of
-from ..schedules.timing import (
+from ..recurrence import (
     ScheduleError,
+    Timing,
     validate_cron,
     validate_interval,
     validate_timezone,
 )
+from ..registry import registry
+from ..schedules.scheduler import set_enabled, trigger
+from ..schedules.sync import timing_of
+from ..serialization import from_json
+from ..statuses import AuditAction
+from .actions import actor
+from .changelist import GuardedListAdmin
 
 PREVIEW_RUNS = 5
+LISTED_JOB_TYPES = 500
+
+
+class PayloadField(forms.JSONField):
+    """JSON typed into the form. Text Python cannot parse (nested past its recursion limit,
+    an integer of thousands of digits) is a form error too, and the text is shown back as
+    typed."""
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except (RecursionError, ValueError):
+            raise forms.ValidationError(
+                "Enter JSON that Python can read: it nests too deeply or holds a number "
+                "with too many digits.",
+                code="invalid",
+            ) from None
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        return data if self.disabled or data is None else InvalidJSONInput(data)
+
+
+class JobTypeInput(forms.TextInput):
+    """A text input that suggests the registered job types."""
+
+    def render(
+        self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None
+    ) -> SafeString:
+        list_id = f"{(attrs or {}).get('id') or name}_registered"
+        field = super().render(name, value, {**(attrs or {}), "list": list_id}, renderer)
+        names = registry.names()[:LISTED_JOB_TYPES]
+        items = format_html_join("", '<option value="{}">', ((n,) for n in names))
+        return format_html('{}<datalist id="{}">{}</datalist>', field, list_id, items)
 
 
 class ScheduleForm(forms.ModelForm):
+    payload = PayloadField(
+        required=False,
+        help_text="JSON, as enqueue_job takes it (at most PQJOBS['PAYLOAD_MAX_BYTES']). Blank: {}.",
+    )
+
     class Meta:
         model = Schedule
         fields = [
@@ -47,6 +104,36 @@ class ScheduleForm(forms.ModelForm):
             "overlap",
             "misfire",
         ]
+        widgets = {"job_type": JobTypeInput}
+        help_texts = {"job_type": "A job type registered with @job in this project."}
+
+    def clean_name(self) -> str:
+        return _validated(options.schedule_name, self.cleaned_data.get("name"))
+
+    def clean_job_type(self) -> str:
+        name = _validated(options.job_type_name, self.cleaned_data.get("job_type"))
+        if registry.resolve(name) is None:
+            raise forms.ValidationError(
+                f"No handler is registered for job type {name!r} in this project: every run "
+                "would fail with 'no handler registered'. Use a type registered with @job."
+            )
+        return name
+
+    def clean_payload(self) -> Any:
+        value = self.cleaned_data.get("payload")
+        job_type = self.cleaned_data.get("job_type") or "?"
+        try:
+            return from_json(serialize_payload(job_type, value))
+        except PQJobsError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean_queue(self) -> str:
+        value = self.cleaned_data.get("queue") or ""
+        return _validated(options.queue_name, value) if value else ""
+
+    def clean_priority(self) -> int | None:
+        value = self.cleaned_data.get("priority")
+        return None if value is None else _validated(options.priority, value)
 
     def clean_cron(self) -> str:
         value = (self.cleaned_data.get("cron") or "").strip()
@@ -91,15 +178,35 @@ class ScheduleForm(forms.ModelForm):
         return cleaned
 
 
+def _validated(validate: Any, value: Any) -> Any:
+    """``validate(value)`` from ``options.py``, its refusal as a form error."""
+    try:
+        return validate(value)
+    except ValueError as exc:
+        raise forms.ValidationError(str(exc)) from None
+
+
+def _zone(tz_name: str | None) -> Any:
+    """The schedule's zone; UTC when this server does not know it (the row says invalid)."""
+    if not tz_name:
+        return timezone.get_current_timezone()
+    try:
+        return ZoneInfo(tz_name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return UTC
+
+
 def _when(value: datetime | None, tz_name: str | None = None) -> str:
     """Absolute time in the schedule's zone (and UTC), with the relative time."""
     if value is None:
         return "-"
-    zone = ZoneInfo(tz_name) if tz_name else timezone.get_current_timezone()
-    local = value.astimezone(zone)
+    try:
+        local = value.astimezone(_zone(tz_name))
+    except OverflowError:  # the zone's offset pushes it past the year 9999 (or before 1)
+        local = value.astimezone(UTC)
     text = local.strftime("%Y-%m-%d %H:%M:%S %Z")
     if tz_name and local.utcoffset():
-        text += value.astimezone(ZoneInfo("UTC")).strftime(" (%H:%M:%S UTC)")
+        text += value.astimezone(UTC).strftime(" (%H:%M:%S UTC)")
     now = timezone.now()
     if abs((value - now).total_seconds()) < 60:
         relative = "within a minute" if value > now else "just now"
@@ -108,8 +215,16 @@ def _when(value: datetime | None, tz_name: str | None = None) -> str:
     return f"{text}, {relative}"
 
 
+def _timing(obj: Schedule) -> Timing | str:
+    """The row's timing, or why it has none (a row changed outside the form)."""
+    try:
+        return timing_of(obj)
+    except ValueError as exc:  # ScheduleError, and what croniter raises on nonsense
+        return f"invalid: {exc}"
+
+
 @admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(GuardedListAdmin):
     form = ScheduleForm
     list_display = [
         "name",
@@ -123,6 +238,14 @@ class ScheduleAdmin(admin.ModelAdmin):
     list_filter = ["enabled", "overlap", "misfire"]
     search_fields = ["name", "job_type"]
     ordering = ["name"]
+    list_orderings = {
+        "name": (["name"], ["-name"]),
+        "job_type": (["job_type", "name"], ["-job_type", "-name"]),
+        "timezone": (["timezone", "name"], ["-timezone", "-name"]),
+        "enabled": (["enabled", "name"], ["-enabled", "-name"]),
+        "next_run": (["next_run_at", "name"], ["-next_run_at", "-name"]),
+        "last_run": (["last_run_at", "name"], ["-last_run_at", "-name"]),
+    }
     actions = ["enable_schedules", "disable_schedules", "run_now"]
     readonly_fields = ["next_run", "next_runs_preview", "last_run", "declared_in_code"]
     fieldsets = [
@@ -137,16 +260,26 @@ class ScheduleAdmin(admin.ModelAdmin):
         status = Job.objects.filter(pk=OuterRef("last_job_id")).values("status")[:1]
         return super().get_queryset(request).annotate(last_job_status=Subquery(status))
 
+    def list_rows(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        # The list shows neither; a payload typed in by SQL may be too deep to decode.
+        return queryset.defer("payload", "declared")
+
     @admin.display(description="schedule")
     def timing(self, obj: Schedule) -> str:
-        if obj.cron:
-            return format_html("<code>{}</code>", obj.cron)
-        return format_html("every {} s", f"{obj.interval_seconds:g}")
+        timing = _timing(obj)
+        if isinstance(timing, str):
+            return format_html("<strong>{}</strong>", timing)
+        if timing.cron is not None:
+            return format_html("<code>{}</code>", timing.cron)
+        return format_html("every {} s", f"{timing.interval:g}")
 
     @admin.display(description="next run", ordering="next_run_at")
     def next_run(self, obj: Schedule) -> str:
         if not obj.enabled:
             return "paused"
+        timing = _timing(obj)
+        if isinstance(timing, str):
+            return format_html("<strong>{}</strong>", timing)
         return _when(obj.next_run_at, obj.timezone)
 
     @admin.display(description="last run", ordering="last_run_at")
@@ -167,16 +300,17 @@ class ScheduleAdmin(admin.ModelAdmin):
     def next_runs_preview(self, obj: Schedule) -> str:
         if obj.pk is None:
             return "Save the schedule to see its next runs."
-        try:
-            timing = timing_of(obj)
-        except ScheduleError as exc:
-            return format_html("<strong>invalid: {}</strong>", str(exc))
-        if obj.enabled and obj.next_run_at is not None:
-            runs = [obj.next_run_at, *timing.upcoming(obj.next_run_at, PREVIEW_RUNS - 1)]
-        else:
-            runs = timing.upcoming(timezone.now(), PREVIEW_RUNS)
-        items = format_html_join("", "<li>{}</li>", ((_when(r, obj.timezone),) for r in runs))
+        timing = _timing(obj)
+        if isinstance(timing, str):
+            return format_html("<strong>{}</strong>", timing)
+        runs = [obj.next_run_at] if obj.enabled and obj.next_run_at is not None else []
+        after = runs[-1] if runs else timezone.now()
         note = "" if obj.enabled else " (if enabled now)"
+        try:
+            runs += timing.upcoming(after, PREVIEW_RUNS - len(runs))
+        except (OverflowError, ScheduleError):
+            note += " (no later run before the year 9999)"
+        items = format_html_join("", "<li>{}</li>", ((_when(r, obj.timezone),) for r in runs))
         return format_html("<ol>{}</ol>{}", items, note)
 
     @admin.display(description="declared in code", boolean=True)
@@ -204,7 +338,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     @admin.action(description="Enable selected schedules", permissions=["change"])
     def enable_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         try:
-            count = set_enabled(list(queryset.values_list("pk", flat=True)), True, conf.DATABASE)
+            count = _set_enabled(request, queryset, True)
         except ScheduleError as exc:
             self.message_user(request, f"Nothing enabled: {exc}", messages.ERROR)
             return
@@ -216,7 +350,7 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     @admin.action(description="Disable selected schedules", permissions=["change"])
     def disable_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        count = set_enabled(list(queryset.values_list("pk", flat=True)), False, conf.DATABASE)
+        count = _set_enabled(request, queryset, False)
         self.message_user(
             request,
             ngettext("%d schedule disabled.", "%d schedules disabled.", count) % count,
@@ -225,7 +359,38 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     @admin.action(description="Run selected schedules now", permissions=["change"])
     def run_now(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        for pk in queryset.values_list("pk", flat=True):
-            result = trigger(pk, conf.DATABASE)
+        for pk, name in queryset.values_list("pk", "name"):
+            try:
+                with transaction.atomic(using=conf.DATABASE):
+                    result = trigger(pk, conf.DATABASE)
+                    audit.record(
+                        conf.DATABASE,
+                        AuditAction.SCHEDULE_RUN_NOW,
+                        actor(request),
+                        target=name,
+                        detail=result.message,
+                        schedule_id=pk,
+                    )
+            except PQJobsError as exc:  # a row changed outside the form: bad payload, queue...
+                self.message_user(request, f"schedule {name!r}: not run: {exc}", messages.ERROR)
+                continue
             level = messages.SUCCESS if result.job_id is not None else messages.WARNING
             self.message_user(request, result.message, level)
+
+
+def _set_enabled(request: HttpRequest, queryset: QuerySet[Schedule], enabled: bool) -> int:
+    """Enable or disable the selected schedules; record each one changed."""
+    with transaction.atomic(using=conf.DATABASE):
+        rows = (
+            Schedule.objects.using(conf.DATABASE)
+            .select_for_update()
+            .filter(pk__in=queryset.values("pk"))
+            .exclude(enabled=enabled)
+            .values_list("pk", "name")
+        )
+        changing = list(rows)
+        count = set_enabled([pk for pk, _ in changing], enabled, conf.DATABASE)
+        action = AuditAction.SCHEDULE_ENABLE if enabled else AuditAction.SCHEDULE_DISABLE
+        for pk, name in changing:
+            audit.record(conf.DATABASE, action, actor(request), target=name, schedule_id=pk)
+    return count

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from django.db.models import Q, QuerySet
 
-ACTIVE = ("ready", "running")
+from ..statuses import ACTIVE_STATUSES, JobStatus
+
 HELP_TEXT = (
     "Exact job id or job type; a dedupe key of a ready or running job; "
     "a worker id (its running jobs)."
@@ -27,8 +28,8 @@ def job_search(queryset: QuerySet, term: str) -> QuerySet:
     if not term:
         return queryset
     condition = Q(job_type=term)
-    condition |= Q(dedupe_key=term, status__in=ACTIVE)
-    condition |= Q(locked_by=term, status="running")
+    condition |= Q(dedupe_key=term, status__in=ACTIVE_STATUSES)
+    condition |= Q(locked_by=term, status=JobStatus.RUNNING)
     if term.isdigit() and len(term) < 19:  # fits a bigint
         condition |= Q(pk=int(term))
     return queryset.filter(condition)

@@ -1,18 +1,21 @@
-"""System checks for declared schedules (the settings themselves are checked as E040-E042)."""
+"""System checks for declared schedules (the settings themselves are checked as E040-E042).
+
+Registered by ``PQJobsConfig.ready()``; importing this module registers nothing.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.core.checks import CheckMessage, Error, Warning
 
 from ..conf import conf
+from ..recurrence import ScheduleError
 from ..registry import registry
-from .timing import ScheduleError
 
 
-@register(Tags.compatibility)
 def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Settings schedules name registered job types and do not clash with @job schedules."""
     try:
         specs = conf.SCHEDULES
     except (ScheduleError, ValueError):

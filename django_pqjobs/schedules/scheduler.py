@@ -22,8 +22,8 @@ from ..conf import conf
 from ..enqueue import insert, prepare
 from ..errors import PQJobsError
 from ..models import ACTIVE_STATUSES, Job, MisfirePolicy, OverlapPolicy, Schedule
+from ..recurrence import ScheduleError
 from .sync import sync_schedules, timing_of
-from .timing import ScheduleError
 
 logger = logging.getLogger("django_pqjobs")
 

@@ -19,8 +19,8 @@ from django.db import connections, transaction
 from ..clock import database_now
 from ..conf import conf
 from ..models import Schedule
+from ..recurrence import ScheduleError, ScheduleSpec, Timing
 from ..registry import registry
-from .timing import ScheduleError, ScheduleSpec, Timing
 
 logger = logging.getLogger("django_pqjobs")
 

@@ -1,8 +1,17 @@
-"""The worker: claiming, executing, heartbeats, rescue and pruning.
+"""The worker: claims jobs, runs them in executor threads (or child processes), records how
+each ended, and keeps itself and its jobs alive.
 
-- ``queries``: every SQL statement that changes a job's status (the state machine).
-- ``executor``: runs one handler in a thread, with timeouts, and records its outcome.
-- ``maintenance``: heartbeats, stale-job rescue and retention pruning.
-- ``listener``: LISTEN/NOTIFY wake-ups.
-- ``worker``: the process-level loop tying them together (``run_jobs``).
+- ``worker``: the process-level loop and lifecycle tying the parts together (``run_jobs``).
+- ``claiming``: the claim, and the ``Job`` built from each claimed row.
+- ``slots``: one slot per job in flight, and the worker's set of them.
+- ``executor``: runs one handler (thread, async, atomic or isolated) and decides its outcome.
+- ``isolation`` / ``child`` / ``forkserver``: running a job in a child process.
+- ``completer`` / ``recorder``: the one path that writes, logs, signals and counts outcomes.
+- ``watchdog``: timeouts of thread jobs.
+- ``maintenance``: heartbeats, rescue, pruning, schedules on their intervals
+  (``heartbeats`` and ``housekeeping`` hold their SQL).
+- ``listener``: LISTEN/NOTIFY wake-ups. ``hooks``: pre/post execute hooks.
+  ``db``: connection hygiene for long-running threads.
+
+The state transitions themselves live in ``django_pqjobs/transitions.py``.
 """

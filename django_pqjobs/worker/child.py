@@ -1,29 +1,25 @@
-"""The child side of process isolation.
+"""The child side of process isolation: run one job, send its outcome back.
 
-The fork server imports this module, so Django is set up once there and every forked child
-starts with the project's apps and handlers already loaded (and no database connection).
+The outcome is decided with the same functions an executor thread uses
+(:mod:`django_pqjobs.outcomes`), so a job ends the same way whichever way it ran.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import traceback
+import resource
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import django
 from django.apps import apps
+from django.db import connections
 
-from ..errors import JobCancelled, PermanentError, Retry
-from .isolation import ChildReport
-
-if TYPE_CHECKING:
-    from ..models import Job
-
-if not apps.ready and os.environ.get("DJANGO_SETTINGS_MODULE"):
-    django.setup()
+from .. import outcomes
+from ..context import JobContext
+from ..outcomes import Outcome
+from ..registry import registry
+from . import hooks
 
 
 def child_main(
@@ -34,90 +30,44 @@ def child_main(
     database_name: str,
     memory_limit: int | None,
 ) -> None:
-    """Run one job and send a :class:`~.isolation.ChildReport` back through ``pipe``.
+    """Run one job and send an :class:`~django_pqjobs.outcomes.Outcome` through ``pipe``.
 
     ``database_name`` is the worker's: the same as in settings, except under a test runner
     that renamed the database after the fork server read the settings.
     """
     if not apps.ready:
         django.setup()
-    from django.db import connections
+    # Here, not at the top: the fork server imports this module while Django is being
+    # set up, before models can be imported.
+    from ..models import Job
 
     connections[alias].settings_dict["NAME"] = database_name
-
-    from ..context import JobContext
-    from ..models import Job
-    from . import hooks
-
     if memory_limit:
-        import resource
-
         # RLIMIT_DATA (heap and anonymous mappings), not RLIMIT_AS: the address space of a
         # process with Django loaded is already hundreds of MB of mapped libraries.
         resource.setrlimit(resource.RLIMIT_DATA, (memory_limit, memory_limit))
     job = Job(status="running", **fields)
     ctx = JobContext(job=job, worker_id=worker_id, attempt=job.attempts, using=alias)
-    error: BaseException | None = None
-    try:
-        result = _run(job, ctx)
-    except BaseException as exc:
-        error = exc
-        report = _failure_report(exc)
-    else:
-        report = _result_report(job, result, ctx._pending_progress)
-    hooks.post_execute(job, error)
+    outcome = _run(job, ctx)
     connections.close_all()
-    pipe.send(report)
+    pipe.send(outcome)
     pipe.close()
 
 
-def _run(job: Job, ctx: Any) -> Any:
-    from ..registry import registry
-    from . import hooks
-
-    job_type = registry.get(job.job_type)
+def _run(job: Any, ctx: JobContext) -> Outcome:
+    job_type = registry.resolve(job.job_type)
     if job_type is None:
-        raise PermanentError(f"no handler registered for '{job.job_type}'")
-    hooks.pre_execute(job)
-    result = job_type.handler(ctx)
-    if asyncio.iscoroutine(result):
-        result = asyncio.run(result)
-    return result
-
-
-def _result_report(job: Job, result: Any, progress: dict[str, Any] | None) -> ChildReport:
-    from django.core.serializers.json import DjangoJSONEncoder
-
-    if result is None:
-        return ChildReport("done", progress=progress)
+        return outcomes.unknown_type(job.job_type)
+    error: BaseException | None = None
     try:
-        return ChildReport(
-            "done",
-            result_json=json.dumps(result, cls=DjangoJSONEncoder, allow_nan=False),
-            progress=progress,
-        )
-    except (TypeError, ValueError, RecursionError):
-        return ChildReport(
-            "permanent",
-            error_type="ResultNotSerializable",
-            traceback=(
-                f"job type {job.job_type!r} returned a value that is not JSON-serialisable: "
-                f"{type(result).__name__} {result!r:.200}"
-            ),
-        )
-
-
-def _failure_report(exc: BaseException) -> ChildReport:
-    from .executor import error_type_name
-
-    text = "".join(traceback.format_exception(exc))
-    if isinstance(exc, Retry):
-        reason = exc.reason or "retry requested"
-        return ChildReport(
-            "retry", error_type="Retry", traceback=f"{reason}\n\n{text}", delay=exc.delay
-        )
-    if isinstance(exc, PermanentError):
-        return ChildReport("permanent", error_type=error_type_name(exc), traceback=text)
-    if isinstance(exc, JobCancelled):
-        return ChildReport("cancelled", error_type="JobCancelled", traceback=text)
-    return ChildReport("error", error_type=error_type_name(exc), traceback=text)
+        hooks.pre_execute(job)
+        result = job_type.handler(ctx)
+        if asyncio.iscoroutine(result):
+            result = asyncio.run(result)
+    except BaseException as exc:
+        error = exc
+        outcome = outcomes.classify(exc, progress_json=ctx.progress_json())
+    else:
+        outcome = outcomes.success(job.job_type, result, ctx.progress_json())
+    hooks.post_execute(job, error)
+    return outcome

@@ -1,11 +1,16 @@
-"""Recording successful attempts in batches.
+"""The completer thread: outcomes are recorded in batches, off the executors' path.
 
-Executor threads hand a finished job to the completer and go on with the next one; the
-completer records everything that is waiting in one statement. When the worker is idle a
-batch holds one job and is written at once, so batching adds no latency; under load it
-turns thousands of UPDATEs into a few. A job stays in the worker's in-flight set (and keeps
-its heartbeat) until its batch is written, so a crash before that loses nothing: the job
-is still ``running`` and will be rescued.
+Executors (and the watchdog) hand every finished attempt here and go on with the next job;
+the completer passes whatever is waiting to the :class:`~.recorder.Recorder` at once. When
+the worker is idle a batch holds one outcome and is written immediately, so batching adds
+no latency; under load thousands of UPDATEs become a few. A job stays in the worker's
+in-flight set (and keeps its heartbeat) until its outcome is written, so a crash before
+that loses nothing: the job is still ``running`` and will be rescued.
+
+Executors also report when a handler *starts*. Those starts are written here too, so that
+a rescue can tell a job the worker had claimed ahead but never run (its attempt is given
+back) from one whose handler ran. A short job's start is never written: its outcome
+arrives in the same batch and says more.
 """
 
 from __future__ import annotations
@@ -13,40 +18,36 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Literal
 
 from django.db import DatabaseError, connections
 
-from .. import signals
-from . import queries
+from .. import transitions
+from ..outcomes import Outcome
 from .db import reset_connection
-from .queries import Completion
-
-if TYPE_CHECKING:
-    from .executor import Slot
+from .recorder import Recorder
+from .slots import Slot
 
 logger = logging.getLogger("django_pqjobs")
 
 MAX_BATCH = 500
 
+_Item = tuple[Literal["started"], Slot, None] | tuple[Literal["outcome"], Slot, Outcome]
+
 
 class Completer(threading.Thread):
-    def __init__(
-        self,
-        alias: str,
-        finished: Callable[[Slot, str], None],
-        retry_delay: Callable[[int], float],
-    ) -> None:
+    def __init__(self, recorder: Recorder) -> None:
         super().__init__(name="pqjobs-completer", daemon=True)
-        self.alias = alias
-        self.finished = finished
-        self.retry_delay = retry_delay
-        self._queue: queue.Queue[tuple[Slot, Completion] | None] = queue.Queue()
+        self.recorder = recorder
+        self._queue: queue.Queue[_Item | None] = queue.Queue()
 
-    def submit(self, slot: Slot, completion: Completion) -> None:
-        self._queue.put((slot, completion))
+    def submit(self, slot: Slot, outcome: Outcome) -> None:
+        """Record ``outcome`` as the end of ``slot``'s attempt."""
+        self._queue.put(("outcome", slot, outcome))
+
+    def started(self, slot: Slot) -> None:
+        """``slot``'s handler has started."""
+        self._queue.put(("started", slot, None))
 
     def stop(self) -> None:
         """Write what is queued, then end the thread."""
@@ -56,67 +57,48 @@ class Completer(threading.Thread):
         try:
             stopping = False
             while not stopping:
-                batch: list[tuple[Slot, Completion]] = []
+                items: list[_Item] = []
                 item = self._queue.get()
                 while True:
                     if item is None:
                         stopping = True
                         break
-                    batch.append(item)
-                    if len(batch) >= MAX_BATCH:
+                    items.append(item)
+                    if len(items) >= MAX_BATCH:
                         break
                     try:
                         item = self._queue.get_nowait()
                     except queue.Empty:
                         break
-                if batch:
-                    self._write(batch)
+                self._handle(items)
         finally:
             connections.close_all()
 
-    def _write(self, batch: list[tuple[Slot, Completion]]) -> None:
-        failures = 0
-        while True:
+    def _handle(self, items: list[_Item]) -> None:
+        outcomes = [(slot, outcome) for kind, slot, outcome in items if outcome is not None]
+        ending = {id(slot) for slot, _ in outcomes}
+        starts = [
+            slot
+            for kind, slot, _ in items
+            if kind == "started" and id(slot) not in ending and slot.state != "done"
+        ]
+        if starts:
+            self._mark_started(starts)
+        if outcomes:
             try:
-                done = queries.complete_many(self.alias, [c for _, c in batch])
-                break
-            except DatabaseError:
-                reset_connection(self.alias)
-                failures += 1
-                if failures >= 8:
-                    logger.exception(
-                        "could not record %s finished jobs; they stay running until rescued",
-                        len(batch),
-                    )
-                    for slot, _ in batch:
-                        self.finished(slot, "error")
-                    return
-                wait = self.retry_delay(failures)
-                logger.warning(
-                    "database unavailable while recording %s finished jobs; retrying in %.1f s",
-                    len(batch),
-                    wait,
-                    exc_info=failures == 1,
-                )
-                time.sleep(wait)
-        for slot, completion in batch:
-            job = slot.job
-            if job.id in done:
-                logger.info(
-                    "job %s %s attempt %s/%s done in %s ms",
-                    job.id,
-                    job.job_type,
-                    job.attempts,
-                    job.max_attempts,
-                    completion.duration_ms,
-                )
-                signals.job_finished.send(sender=job.job_type, job=job, outcome="done", error=None)
-                self.finished(slot, "done")
-            else:
-                logger.warning(
-                    "job %s %s attempt %s was lost (rescued elsewhere); its outcome was discarded",
-                    job.id,
-                    job.job_type,
-                    job.attempts,
-                )
-                self.finished(slot, "lost")
+                self.recorder.write(outcomes)
+            except Exception:
+                # A bug, not the database (the recorder retries that itself): free the
+                # slots so the worker goes on; the jobs stay running until rescued.
+                logger.exception("could not record %s job outcomes", len(outcomes))
+                for slot, outcome in outcomes:
+                    self.recorder.report(slot, outcome, "unrecorded")
+
+    def _mark_started(self, slots: list[Slot]) -> None:
+        try:
+            transitions.mark_started(self.recorder.alias, [slot.fence for slot in slots])
+        except DatabaseError:
+            # Not worth waiting for: at worst a job whose worker then dies is given its
+            # attempt back on rescue.
+            reset_connection(self.recorder.alias)
+            logger.debug("could not record that %s handlers started", len(slots), exc_info=True)

@@ -1,13 +1,14 @@
 """Process isolation: a job runs in a child process that can be killed.
 
 Children are forked from a *fork server*: a clean process started once, which imports
-Django and the project's apps up front (``django.setup()`` in :mod:`.child`) and never
+Django and the project's apps up front (``django.setup()`` in :mod:`.forkserver`) and never
 opens a database connection. Forking from it is cheap and safe; forking the threaded
 worker itself would copy locks held by other threads and its open connections.
 
-How the child ended is classified for the attempt history:
+How the child ended becomes the attempt's outcome:
 
-- a message from the child: success, or the handler's exception (type and traceback);
+- a message from the child: the :class:`~django_pqjobs.outcomes.Outcome` it decided with
+  the same classifier as an executor thread (success, or the handler's exception);
 - ``timeout``: still running at the deadline, so we killed it;
 - ``killed``: it died of SIGKILL that we did not send (most often the kernel's OOM killer);
 - ``crashed``: it died of another signal (SIGSEGV, SIGABRT, ...);
@@ -20,18 +21,19 @@ import multiprocessing
 import signal
 import threading
 import time
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 
 from ..errors import JobCancelled, JobTimeout
+from ..outcomes import Outcome
+from ..statuses import AttemptOutcome
+from .child import child_main
+from .slots import Slot
 
 if TYPE_CHECKING:
     from multiprocessing.context import ForkServerContext
-
-    from .executor import Slot
 
 POLL_INTERVAL = 0.02
 _context: ForkServerContext | None = None
@@ -43,33 +45,9 @@ def get_context() -> ForkServerContext:
     with _context_lock:
         if _context is None:
             context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(["django_pqjobs.worker.child"])
+            context.set_forkserver_preload(["django_pqjobs.worker.forkserver"])
             _context = context
         return _context
-
-
-@dataclass(frozen=True)
-class ChildFailure(Exception):
-    """The child ended without reporting: ``outcome`` is killed, crashed or exited."""
-
-    outcome: str
-    error_type: str
-    message: str
-
-    def __str__(self) -> str:
-        return self.message
-
-
-@dataclass(frozen=True)
-class ChildReport:
-    """What the child sent back: ``kind`` is done, retry, permanent, cancelled or error."""
-
-    kind: str
-    result_json: str | None = None
-    error_type: str = ""
-    traceback: str = ""
-    delay: float | None = None
-    progress: dict[str, Any] | None = None
 
 
 def job_fields(slot: Slot) -> dict[str, Any]:
@@ -92,7 +70,8 @@ def job_fields(slot: Slot) -> dict[str, Any]:
     }
 
 
-def classify_exit(exitcode: int | None) -> ChildFailure:
+def classify_exit(exitcode: int | None) -> Outcome:
+    """The outcome of a child that ended without reporting one."""
     if exitcode is not None and exitcode < 0:
         signum = -exitcode
         try:
@@ -100,31 +79,30 @@ def classify_exit(exitcode: int | None) -> ChildFailure:
         except ValueError:
             name = f"signal {signum}"
         if signum == signal.SIGKILL:
-            return ChildFailure(
-                "killed",
+            return Outcome.failure(
+                AttemptOutcome.KILLED,
                 "ChildKilled",
                 "the job's process was killed by SIGKILL that the worker did not send "
                 "(most likely the kernel's out-of-memory killer)",
             )
-        return ChildFailure(
-            "crashed", f"ChildCrashed({name})", f"the job's process crashed: {name}"
+        return Outcome.failure(
+            AttemptOutcome.CRASHED, f"ChildCrashed({name})", f"the job's process crashed: {name}"
         )
-    return ChildFailure(
-        "exited",
+    return Outcome.failure(
+        AttemptOutcome.EXITED,
         "ChildExited",
         f"the job's process exited with status {exitcode} before reporting a result",
     )
 
 
-def run_in_child(slot: Slot, alias: str, memory_limit: int | None) -> ChildReport:
+def run_in_child(slot: Slot, alias: str, memory_limit: int | None) -> Outcome:
     """Run ``slot``'s job in a forked child; enforce its timeout and cancel requests.
 
-    Raises JobTimeout or JobCancelled after killing the child, or ChildFailure when it died.
+    Returns the outcome the child sent, or how it died. Raises JobTimeout or JobCancelled
+    after killing the child.
     """
     context = get_context()
     parent_end, child_end = context.Pipe(duplex=False)
-    from .child import child_main
-
     process = context.Process(
         target=child_main,
         args=(
@@ -152,19 +130,19 @@ def run_in_child(slot: Slot, alias: str, memory_limit: int | None) -> ChildRepor
         slot.process = None
 
 
-def _wait(slot: Slot, process: Any, pipe: Connection) -> ChildReport:
+def _wait(slot: Slot, process: Any, pipe: Connection) -> Outcome:
     while True:
         if pipe.poll(POLL_INTERVAL):
             try:
-                report: ChildReport = pipe.recv()
+                report: Outcome = pipe.recv()
             except EOFError:
                 process.join(5)
-                raise classify_exit(process.exitcode) from None
+                return classify_exit(process.exitcode)
             return report
         if not process.is_alive():
             if pipe.poll(0):
                 continue  # it reported, then exited: read the report first
-            raise classify_exit(process.exitcode)
+            return classify_exit(process.exitcode)
         if slot.deadline is not None and time.monotonic() >= slot.deadline:
             process.kill()
             raise JobTimeout(

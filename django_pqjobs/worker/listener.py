@@ -1,36 +1,81 @@
-"""LISTEN/NOTIFY: wakes the worker as soon as a job is enqueued; polling remains the fallback."""
+"""LISTEN/NOTIFY: wakes the worker as soon as a job is enqueued; polling remains the fallback.
+
+Every idle worker hears every NOTIFY. Waking them all for each job made M workers send M
+claims per job, all but one finding nothing, so a stream of enqueues kept the database
+busier claiming than enqueueing. So each notification has one *designated* worker, chosen
+from the sender's server process id among the live workers serving its queue
+(``Worker.answers_now``): it wakes at once. The others wake ``DEFER`` seconds later,
+once for all the notifications of that window, unless they claimed meanwhile: a job whose
+designated worker is busy (or gone) still starts within ``DEFER``.
+
+Under a stream of enqueues (``STREAM_NOTIFICATIONS`` within ``STREAM_WINDOW``) even that is
+too much: the server's delivery of each notification to every listening connection costs
+more than the enqueue. The listener then UNLISTENs and tells the worker (``on_stream``),
+which claims on a short interval until its claims find nothing, and then calls
+:meth:`Listener.resume`.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 import psycopg
 from django.db import connections
 
-from ..enqueue import NOTIFY_CHANNEL
+from ..notify import CHANNEL
 
 logger = logging.getLogger("django_pqjobs")
+
+DEFER = 0.02
+STREAM_WINDOW = 0.1
+STREAM_NOTIFICATIONS = 20  # 200 notifications a second
 
 
 class Listener(threading.Thread):
     """Holds a dedicated connection (outside Django's pool) that LISTENs for new jobs.
 
     ``alias`` may name a direct connection when the main one goes through PgBouncer in
-    transaction mode (``PQJOBS['LISTEN_DATABASE']``).
+    transaction mode (``PQJOBS['LISTEN_DATABASE']``). ``answers_now(queue, pid)`` says
+    whether this worker is the one to wake at once for a notification; ``last_claim()``
+    is when the worker last started a claim (``time.monotonic()``).
     """
 
-    def __init__(self, alias: str, queues: Sequence[str] | None, wake: threading.Event) -> None:
+    def __init__(
+        self,
+        alias: str,
+        queues: Sequence[str] | None,
+        wake: threading.Event,
+        answers_now: Callable[[str, int], bool] | None = None,
+        last_claim: Callable[[], float] | None = None,
+        on_stream: Callable[[], None] | None = None,
+        worker_id: str | None = None,
+    ) -> None:
         super().__init__(name="pqjobs-listener", daemon=True)
         self.alias = alias
+        self.worker_id = worker_id
         self.queues = set(queues) if queues else None
         self.wake = wake
+        self.answers_now = answers_now or (lambda queue, pid: True)
+        self.last_claim = last_claim or (lambda: 0.0)
+        self.on_stream = on_stream
         self.stopping = threading.Event()
         self.listening = threading.Event()
+        self._deferred_since: float | None = None
+        self._window_start = 0.0
+        self._window_count = 0
+        self._pause = False  # a stream was heard: stop listening
+        self._resume = threading.Event()
 
     def stop(self) -> None:
         self.stopping.set()
+        self._resume.set()
+
+    def resume(self) -> None:
+        """LISTEN again (the worker left stream mode)."""
+        self._resume.set()
 
     def _connect(self) -> psycopg.Connection:
         params = connections[self.alias].get_connection_params()
@@ -42,14 +87,18 @@ class Listener(threading.Thread):
         while not self.stopping.is_set():
             try:
                 with self._connect() as conn:
-                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    self._say_listening(conn, True)
                     self.listening.set()
                     failures = 0
                     self.wake.set()  # notifications may have been missed while disconnected
                     while not self.stopping.is_set():
-                        for note in conn.notifies(timeout=1.0):
-                            if self.queues is None or note.payload in self.queues:
-                                self.wake.set()
+                        for note in conn.notifies(timeout=self._timeout(), stop_after=1):
+                            self._heard(note.payload, note.pid)
+                        self._wake_if_deferred_due()
+                        if self._pause:
+                            self._stream(conn)
+                    self._say_listening(conn, False)
             except psycopg.Error:
                 self.listening.clear()
                 failures += 1
@@ -59,3 +108,57 @@ class Listener(threading.Thread):
                 )
                 self.stopping.wait(delay)
         self.listening.clear()
+
+    def _stream(self, conn: psycopg.Connection) -> None:
+        """Stop listening while the worker claims on its own; LISTEN again on resume."""
+        conn.execute(f"UNLISTEN {CHANNEL}")
+        self._say_listening(conn, False)
+        self._resume.clear()
+        self._deferred_since = None
+        if self.on_stream is not None:
+            self.on_stream()
+        self._resume.wait()
+        self._pause = False
+        self._window_count = 0
+        if not self.stopping.is_set():
+            conn.execute(f"LISTEN {CHANNEL}")
+            self._say_listening(conn, True)
+            self.wake.set()  # what was enqueued while we were not listening
+
+    def _say_listening(self, conn: psycopg.Connection, listening: bool) -> None:
+        """Record in this worker's row whether it listens: enqueues notify only while some
+        worker does (see ``notify.py``). Set after LISTEN, so nothing is announced to no
+        one; the worker then claims once for what was enqueued unannounced meanwhile."""
+        if self.worker_id is not None:
+            conn.execute(
+                "UPDATE pqjobs_worker SET listening = %s WHERE worker_id = %s",
+                [listening, self.worker_id],
+            )
+
+    def _heard(self, queue: str, pid: int) -> None:
+        if self.queues is not None and queue not in self.queues:
+            return
+        if self.on_stream is not None:
+            now = time.monotonic()
+            if now - self._window_start > STREAM_WINDOW:
+                self._window_start, self._window_count = now, 0
+            self._window_count += 1
+            if self._window_count >= STREAM_NOTIFICATIONS:
+                self._pause = True
+        if self.answers_now(queue, pid):
+            self.wake.set()
+        elif self._deferred_since is None:
+            self._deferred_since = time.monotonic()
+
+    def _timeout(self) -> float:
+        if self._deferred_since is None:
+            return 1.0
+        return max(0.0, self._deferred_since + DEFER - time.monotonic())
+
+    def _wake_if_deferred_due(self) -> None:
+        since = self._deferred_since
+        if since is None or time.monotonic() < since + DEFER:
+            return
+        self._deferred_since = None
+        if self.last_claim() < since:  # a claim since then has covered these jobs
+            self.wake.set()

@@ -1,5 +1,9 @@
-"""Work beside the executors: heartbeats, stale-job rescue, retention pruning, schedules,
-timeouts."""
+"""The maintenance thread: the periodic work beside the executors.
+
+Heartbeats (and the cancel requests they bring back), stale-job rescue, retention pruning
+and the scheduler pass, each on its own interval. It survives database outages: a step
+that fails is logged and tried again at its next turn.
+"""
 
 from __future__ import annotations
 
@@ -7,51 +11,34 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from django.db import DatabaseError, connections
 
-from ..conf import conf
-from ..models import AttemptOutcome
+from .. import flow, transitions
+from ..printable import printable
 from ..schedules.scheduler import Scheduler
-from . import queries
 from .db import reset_connection
-from .executor import Slot
-
-if TYPE_CHECKING:
-    from .worker import Worker
+from .heartbeats import WorkerIdentity, heartbeat
+from .housekeeping import prune_finished, reap_stale, release_rate_blocked
+from .slots import InFlight
 
 logger = logging.getLogger("django_pqjobs")
 
-WATCHDOG_TICK = 0.05
+OUTAGE_REPORT_INTERVAL = 60.0
 
 
-def reap_stale(alias: str, stale_after: float) -> list[queries.Rescued] | None:
-    """Rescue stale jobs once and log each one. None when another worker holds the lock."""
-    rescued = queries.rescue_stale(alias, stale_after)
-    for job in rescued or []:
-        logger.warning(
-            "rescued job %s %s attempt %s from worker %s: now %s",
-            job.job_id,
-            job.job_type,
-            job.attempt,
-            job.worker_id,
-            job.status,
-        )
-    return rescued
+@dataclass(frozen=True)
+class Intervals:
+    """Seconds between runs of each step; None turns a step off."""
 
-
-def prune_finished(alias: str) -> dict[str, int]:
-    deleted = queries.prune(alias, conf.RETENTION)
-    if any(deleted.values()):
-        logger.info("pruned finished jobs: %s", deleted)
-    started = time.monotonic()
-    if queries.vacuum_if_needed(alias):
-        logger.info(
-            "vacuumed the job tables in %.1f s (autovacuum is off for them)",
-            time.monotonic() - started,
-        )
-    return deleted
+    heartbeat: float
+    rescue: float
+    prune: float | None
+    schedule: float | None
+    stale_timeout: float
+    flow_sweep: float | None = 0.5
+    pause_check: float | None = 1.0
 
 
 class Periodic:
@@ -63,6 +50,8 @@ class Periodic:
         self.interval = interval
         self.action = action
         self.next_run = time.monotonic() + first_delay
+        self.failures = 0
+        self.last_report = 0.0
 
     def due(self, now: float) -> bool:
         return self.interval is not None and now >= self.next_run
@@ -74,20 +63,25 @@ class Periodic:
 
 
 class Maintenance(threading.Thread):
-    """Heartbeats, rescue and pruning for one worker; survives database outages."""
-
-    def __init__(self, worker: Worker) -> None:
+    def __init__(
+        self, alias: str, identity: WorkerIdentity, in_flight: InFlight, intervals: Intervals
+    ) -> None:
         super().__init__(name="pqjobs-maintenance", daemon=True)
-        self.worker = worker
+        self.alias = alias
+        self.identity = identity
+        self.in_flight = in_flight
+        self.intervals = intervals
         self.stopping = threading.Event()
-        heartbeat = worker.heartbeat_interval
+        self.scheduler = Scheduler(alias)
         self.tasks = [
-            Periodic(heartbeat, self.heartbeat),
-            Periodic(worker.reap_interval, self.rescue),
-            Periodic(conf.PRUNE_INTERVAL, self.prune, first_delay=min(60.0, heartbeat * 6)),
-            Periodic(conf.SCHEDULER_INTERVAL, self.schedule),
+            Periodic(intervals.heartbeat, self.heartbeat),
+            Periodic(intervals.rescue, self.rescue),
+            Periodic(intervals.prune, self.prune, first_delay=min(60.0, intervals.heartbeat * 6)),
+            Periodic(intervals.schedule, self.schedule),
+            Periodic(intervals.flow_sweep, self.release_rate_blocked),
+            Periodic(intervals.pause_check, self.watch_pauses),
         ]
-        self.scheduler = Scheduler(worker.alias)
+        self.paused: set[tuple[str, str]] | None = None
 
     def stop(self) -> None:
         self.stopping.set()
@@ -105,120 +99,74 @@ class Maintenance(threading.Thread):
             connections.close_all()
 
     def _guarded(self, task: Periodic, now: float) -> None:
+        name = task.action.__name__
         try:
             task.run(now)
         except DatabaseError:
-            reset_connection(self.worker.alias)
-            logger.warning(
-                "maintenance step %s failed; will retry", task.action.__name__, exc_info=True
-            )
+            reset_connection(self.alias)
+            task.failures += 1
+            # During an outage every step fails on every turn: the traceback once, then a
+            # line now and then, not a traceback a second from the scheduler.
+            if task.failures == 1 or now - task.last_report >= OUTAGE_REPORT_INTERVAL:
+                task.last_report = now
+                logger.warning(
+                    "maintenance step %s failed (%s in a row); will retry",
+                    name,
+                    task.failures,
+                    exc_info=task.failures == 1,
+                )
+            return
         except Exception:
-            logger.exception("unexpected error in maintenance step %s", task.action.__name__)
+            logger.exception("unexpected error in maintenance step %s", name)
+            return
+        if task.failures:
+            logger.info("maintenance step %s works again after %s failures", name, task.failures)
+            task.failures = 0
 
     def heartbeat(self) -> None:
-        worker = self.worker
-        slots = worker.running_slots()
-        claims = [s.claimed for s in slots if not s.abandoned]
-        result = queries.heartbeat(
-            worker.alias,
-            worker.worker_id,
-            claims,
-            hostname=worker.hostname,
-            pid=worker.pid,
-            queues=worker.queues,
-            concurrency=worker.concurrency,
-        )
+        slots = [slot for slot in self.in_flight if not slot.abandoned]
+        result = heartbeat(self.alias, self.identity, [slot.fence for slot in slots])
         for slot in slots:
-            if slot.abandoned:
-                continue
-            if slot.claimed.job_id in result.cancel_requested:
-                slot.ctx._cancel_requested = True
-            elif slot.claimed.job_id not in result.alive and slot.state == "handler":
+            if slot.fence.job_id in result.cancel_requested:
+                slot.ctx.request_cancel()
+            elif slot.fence.job_id not in result.alive and slot.state == "handler":
                 # Only a handler still running can have lost its job: a slot past its handler
                 # may have just recorded its outcome, which also ends the job's 'running'.
                 logger.warning(
                     "job %s is no longer held by this worker (rescued elsewhere?)",
-                    slot.claimed.job_id,
+                    slot.fence.job_id,
                 )
 
     def rescue(self) -> None:
-        reap_stale(self.worker.alias, self.worker.stale_timeout)
+        reap_stale(self.alias, self.intervals.stale_timeout)
+        transitions.release_unpaused(self.alias)
+
+    def release_rate_blocked(self) -> None:
+        release_rate_blocked(self.alias)
+
+    def watch_pauses(self) -> None:
+        """Log when a queue or job type this worker serves is paused or resumed (the
+        claim itself reads the pauses, so they take effect whether or not this runs)."""
+        now = {(p.kind, p.name) for p in flow.paused(self.alias)}
+        if self.paused is not None:
+            for kind, name in sorted(now - self.paused):
+                if self._serves(kind, name):
+                    logger.warning("%s %s paused: its jobs wait", kind, printable(name))
+            for kind, name in sorted(self.paused - now):
+                if self._serves(kind, name):
+                    logger.warning("%s %s resumed", kind, printable(name))
+        elif now:
+            names = ", ".join(f"{kind} {printable(name)}" for kind, name in sorted(now))
+            logger.warning("paused at start: %s", names)
+        self.paused = now
+
+    def _serves(self, kind: str, name: str) -> bool:
+        queues = self.identity.queues
+        return kind != "queue" or not queues or name in queues
 
     def prune(self) -> None:
-        prune_finished(self.worker.alias)
+        prune_finished(self.alias)
 
     def schedule(self) -> None:
         """Sync declared schedules (first time), then enqueue the due ones."""
         self.scheduler.run_pass()
-
-
-class Watchdog(threading.Thread):
-    """Enforces per-job timeouts: interrupt at the deadline, abandon after the grace period."""
-
-    def __init__(self, worker: Worker) -> None:
-        super().__init__(name="pqjobs-watchdog", daemon=True)
-        self.worker = worker
-        self.stopping = threading.Event()
-        self.grace = conf.TIMEOUT_GRACE
-
-    def stop(self) -> None:
-        self.stopping.set()
-
-    def run(self) -> None:
-        try:
-            while not self.stopping.wait(WATCHDOG_TICK):
-                self.check(time.monotonic())
-        finally:
-            connections.close_all()
-
-    def check(self, now: float) -> None:
-        for slot in self.worker.running_slots():
-            if slot.deadline is None or slot.abandoned or slot.isolated or slot.state != "handler":
-                continue
-            if slot.interrupted_at is None and now >= slot.deadline:
-                if slot.interrupt():
-                    logger.warning(
-                        "job %s %s passed its timeout of %s s: interrupting",
-                        slot.job.id,
-                        slot.job.job_type,
-                        slot.job.timeout_seconds,
-                    )
-            elif slot.interrupted_at is not None and now >= slot.interrupted_at + self.grace:
-                self.abandon(slot)
-
-    def abandon(self, slot: Slot) -> None:
-        """The handler ignored the interrupt (blocked in C): give up on its thread."""
-        with slot.lock:
-            if slot.state != "handler" or slot.abandoned:
-                return
-            slot.abandoned = True
-        job = slot.job
-        logger.error(
-            "job %s %s did not stop within %s s of its timeout (blocked outside "
-            "Python?): abandoning its thread and starting a replacement",
-            job.id,
-            job.job_type,
-            self.grace,
-        )
-        from ..registry import registry
-        from .executor import retry_delay
-
-        try:
-            queries.end_attempt(
-                self.worker.alias,
-                slot.claimed,
-                outcome=AttemptOutcome.TIMEOUT,
-                error_type="JobTimeout",
-                error=(
-                    f"job ran past its timeout of {job.timeout_seconds} s and did not stop "
-                    f"within {self.grace} s of being interrupted; its thread was abandoned"
-                ),
-                duration_ms=int((time.monotonic() - slot.started) * 1000),
-                delay=retry_delay(registry.get(job.job_type), job.attempts),
-            )
-        except DatabaseError:
-            reset_connection(self.worker.alias)
-            logger.warning(
-                "could not record the timeout of job %s; it will be rescued", job.id, exc_info=True
-            )
-        self.worker.replace_executor(slot)

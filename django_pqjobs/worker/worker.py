@@ -15,21 +15,39 @@ from types import FrameType
 
 from django.db import DatabaseError, connections
 
+from .. import options, outcomes, transitions
 from ..conf import conf
 from ..context import JobContext
 from ..models import Job
+from ..outcomes import Outcome
 from ..policies import DelaySequence
-from . import queries
+from ..statuses import AttemptOutcome, Recorded
+from ..transitions import Fence
+from .claiming import ClaimBatch, Undecodable, claim_jobs
 from .completer import Completer
 from .db import CONNECTION_ERRORS, reset_connection
-from .executor import DEFERRED, JobRunner, Slot
+from .executor import Executor
+from .heartbeats import WorkerIdentity, heartbeat, unregister_worker
 from .listener import Listener
-from .maintenance import Maintenance, Watchdog
-from .queries import Claimed
+from .maintenance import Intervals, Maintenance
+from .recorder import Recorder
+from .reporting import Reporter, ReportIntervals
+from .slots import InFlight, Slot
+from .tally import Tally
+from .watchdog import Watchdog
 
 logger = logging.getLogger("django_pqjobs")
 
 PREFETCH_WINDOW = 0.05  # seconds of work, at the recent job duration, claimed ahead
+HOLD_BACK_SCAN = 1000  # due jobs looked at per statement when held jobs block the head
+# A worker woken by NOTIFY claims at most once per this many seconds: under a stream of
+# enqueues each wake-up then claims every job that arrived meanwhile, instead of every idle
+# worker racing for each job with a claim of its own (see _coalesce).
+COALESCE_WINDOW = 0.004
+# Stream mode (see _enter_stream): how often a worker claims while jobs keep coming, and how
+# long its claims may come back empty before it goes back to waiting for NOTIFY.
+STREAM_POLL = 0.01
+STREAM_IDLE = 0.25
 
 _STOP = None  # sentinel put on the work queue to stop one executor thread
 
@@ -41,11 +59,14 @@ def default_worker_id() -> str:
 class Worker:
     """Runs jobs with ``concurrency`` executor threads, each with its own DB connection.
 
-    Beside them: a listener (LISTEN/NOTIFY), a maintenance thread (heartbeats, rescue,
-    pruning) and a watchdog (timeouts). ``run()`` blocks until stopped and returns an exit
-    code; ``stop()`` asks for a graceful shutdown from any thread.
+    Beside them: a completer (records every outcome), a listener (LISTEN/NOTIFY), a
+    maintenance thread (heartbeats, rescue, pruning, schedules) and a watchdog (timeouts).
+    ``run()`` blocks until stopped and returns an exit code; ``stop()`` asks for a
+    graceful shutdown from any thread.
 
-    Arguments left as ``None`` come from ``PQJOBS`` (and the ``WORKER_*`` variables).
+    Arguments left as ``None`` come from ``PQJOBS`` (and the ``WORKER_*`` variables),
+    except ``min_priority``: a worker given one (a number, a ``Priority`` or its name) takes
+    only jobs of at least that priority; without one it takes every priority.
     """
 
     def __init__(
@@ -53,6 +74,7 @@ class Worker:
         *,
         concurrency: int | None = None,
         queues: Sequence[str] | None = None,
+        min_priority: int | str | None = None,
         worker_id: str | None = None,
         burst: bool = False,
         max_jobs: int | None = None,
@@ -65,14 +87,18 @@ class Worker:
         database: str | None = None,
         isolation: str | None = None,
         prefetch_max: int | None = None,
+        log_successes: bool | None = None,
         install_signal_handlers: bool = False,
     ) -> None:
         self.alias = database or conf.DATABASE
         self.concurrency = concurrency if concurrency is not None else conf.CONCURRENCY
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
-        self.queues = list(queues) if queues else conf.QUEUES
-        self.worker_id = worker_id or default_worker_id()
+        self.queues = [options.queue_name(q, "queue") for q in queues] if queues else conf.QUEUES
+        self.min_priority = (
+            None if min_priority is None else options.priority(min_priority, "min_priority")
+        )
+        self.worker_id = options.worker_id(worker_id) if worker_id else default_worker_id()
         self.burst = burst
         self.max_jobs = max_jobs
         self.shutdown_timeout = (
@@ -90,28 +116,50 @@ class Worker:
         self.listen = conf.LISTEN_NOTIFY if listen is None else listen
         self.prefetch_max = conf.PREFETCH_MAX if prefetch_max is None else prefetch_max
         self._average_job_seconds: float | None = None
-        self.isolation = isolation or conf.ISOLATION
-        if self.isolation not in ("thread", "process"):
-            raise ValueError(f"isolation must be 'thread' or 'process', got {self.isolation!r}")
+        self.isolation = options.isolation(isolation or conf.ISOLATION)
         self.install_signal_handlers = install_signal_handlers
-        self.hostname = socket.gethostname()
-        self.pid = os.getpid()
+        self.identity = WorkerIdentity(
+            self.worker_id,
+            socket.gethostname(),
+            os.getpid(),
+            self.queues,
+            self.concurrency,
+            listens=self.listen,
+        )
 
         self.claimed_total = 0
+        self.claims = 0  # claim statements sent
+        self.empty_claims = 0  # ... that found nothing
         self.outcomes: dict[str, int] = {}
-        self._slots: dict[int, Slot] = {}
-        self._slots_lock = threading.Lock()
+        self.tally = Tally()
+        self._loop_tick = time.monotonic()
+        self.in_flight = InFlight()
+        self._counts_lock = threading.Lock()
         self._work: queue.Queue[Slot | None] = queue.Queue()
         self._executors: list[threading.Thread] = []
         self._wake = threading.Event()
+        self._last_claim = 0.0
+        self._streaming = False
+        self._stream_found = 0.0  # when a claim in stream mode last found jobs
+        self._serving: dict[str, list[str]] = {}  # queue -> live workers that serve it
+        self._peers: list[tuple[str, list[str] | None]] = []
         self._capacity = threading.Event()
         self._stopping = threading.Event()
+        self._give_up_at: float | None = None
         self._signals_seen = 0
         self.started = threading.Event()
+        self.recorder = Recorder(
+            self.alias,
+            self._recorded,
+            self.loop_error_delays,
+            self._keep_recording,
+            log_successes=conf.LOG_SUCCESSES if log_successes is None else log_successes,
+        )
+        self.completer = Completer(self.recorder)
         self.listener: Listener | None = None
         self.maintenance: Maintenance | None = None
         self.watchdog: Watchdog | None = None
-        self.completer: Completer | None = None
+        self.reporter: Reporter | None = None
         self.thread: threading.Thread | None = None
 
     # --- public --------------------------------------------------------------------------
@@ -127,8 +175,7 @@ class Worker:
         return self._stopping.is_set()
 
     def running_slots(self) -> list[Slot]:
-        with self._slots_lock:
-            return list(self._slots.values())
+        return self.in_flight.snapshot()
 
     def run_in_thread(self, name: str = "pqjobs-worker") -> threading.Thread:
         """Start :meth:`run` in a daemon thread (embedded worker); ``stop()`` ends it."""
@@ -141,11 +188,13 @@ class Worker:
         if self.install_signal_handlers:
             self._install_signal_handlers()
         logger.info(
-            "worker %s starting: concurrency %s, queues %s%s",
+            "worker %s starting: concurrency %s, queues %s%s%s",
             self.worker_id,
             self.concurrency,
             ", ".join(self.queues) if self.queues else "(all)",
+            "" if self.min_priority is None else f", priority >= {self.min_priority}",
             ", burst" if self.burst else "",
+            extra={"worker_id": self.worker_id},
         )
         self._start_threads()
         self.started.set()
@@ -153,8 +202,20 @@ class Worker:
             self._loop()
         finally:
             self._shutdown()
+        counts = ", ".join(f"{n} {name}" for name, n in sorted(self.outcomes.items()))
         logger.info(
-            "worker %s stopped after %s jobs %s", self.worker_id, self.claimed_total, self.outcomes
+            "worker %s stopped after %s attempts (%s); %s claims, %s of them empty",
+            self.worker_id,
+            self.claimed_total,
+            counts or "none",
+            self.claims,
+            self.empty_claims,
+            extra={
+                "worker_id": self.worker_id,
+                "outcomes": dict(self.outcomes),
+                "claims": self.claims,
+                "empty_claims": self.empty_claims,
+            },
         )
         return 0
 
@@ -164,22 +225,28 @@ class Worker:
         empty_streak = 0
         error_streak = 0
         while not self._stopping.is_set():
+            self._loop_tick = time.monotonic()
             capacity = self.concurrency + self._prefetch()
-            free = capacity - len(self._slots)
+            free = capacity - len(self.in_flight)
             if self.max_jobs is not None:
                 free = min(free, self.max_jobs - self.claimed_total)
-                if free <= 0 and not self._slots:
+                if free <= 0 and not self.in_flight:
                     return
             executors_fed = self._work.qsize() >= self.concurrency
-            batch = self._batch_size(free, capacity)
+            batch_size = self._batch_size(free, capacity)
             if free <= 0 or (executors_fed and free < capacity // 2):
                 self._capacity.wait(1.0)
                 self._capacity.clear()
                 continue
             self._wake.clear()
+            self._last_claim = time.monotonic()
             try:
-                jobs = queries.claim(self.alias, self.worker_id, self.queues, batch)
+                batch = claim_jobs(
+                    self.alias, self.worker_id, self.queues, batch_size, self.min_priority
+                )
                 error_streak = 0
+                self.claims += 1
+                self.empty_claims += not batch
             except Exception as exc:
                 # The database restarting or dropping us must not kill the worker; neither
                 # may a bug here, but that one is logged with its traceback every time.
@@ -197,20 +264,102 @@ class Worker:
                     logger.exception("unexpected error while claiming jobs")
                 self._stopping.wait(delay)
                 continue
-            if jobs:
+            if batch or batch.blocked:
                 empty_streak = 0
-                self._dispatch(jobs)
+                self._stream_found = time.monotonic()
+                self._dispatch(batch)
+                if batch.blocked:
+                    # Held jobs at the head of the claim order: move the rest of them out
+                    # of the way at once, then claim again.
+                    self._hold_back()
+                    continue
+                if len(batch) == batch_size or self.burst:
+                    continue
+                # Fewer than asked: nothing else was due. The next NOTIFY (or the poll)
+                # brings us back; claiming again now would only find nothing.
+                if self._streaming:
+                    self._stopping.wait(STREAM_POLL)
+                elif self._wake.wait(self.poll_intervals.delay(0)):
+                    self._coalesce()
                 continue
             if self.burst:
-                if not self._slots:
+                if not self.in_flight:
                     return
                 self._capacity.wait(0.5)
                 self._capacity.clear()
                 continue
+            if self._streaming:
+                if time.monotonic() - self._stream_found < STREAM_IDLE:
+                    self._stopping.wait(STREAM_POLL)
+                    continue
+                self._leave_stream()
             delay = self.poll_intervals.delay(empty_streak)
             empty_streak += 1
             if self._wake.wait(delay):
                 empty_streak = 0
+                self._coalesce()
+
+    def _enter_stream(self) -> None:
+        """The listener hears a stream of NOTIFY (and has stopped listening): claim every
+        ``STREAM_POLL`` seconds instead, each claim taking what arrived meanwhile.
+
+        PostgreSQL delivers every notification to every listening connection; under a
+        stream of enqueues that delivery, times the workers listening, cost more than
+        the enqueues themselves (measured: the same workers polling on a short interval
+        let the enqueuers run 2-4 times faster than listening ones). A worker in stream
+        mode goes back to LISTEN once its claims have found nothing for ``STREAM_IDLE``.
+        """
+        self._stream_found = time.monotonic()
+        self._streaming = True
+        self._wake.set()
+
+    def _leave_stream(self) -> None:
+        self._streaming = False
+        if self.listener is not None:
+            self.listener.resume()
+
+    def answers_now(self, queue: str, pid: int) -> bool:
+        """Whether this worker is the one to wake at once for a NOTIFY about ``queue`` sent
+        by server process ``pid`` (see ``listener.py``). Until it knows its peers (and when
+        it is not among them yet) it answers every notification."""
+        serving = self._serving.get(queue)
+        if serving is None:
+            peers = self._peers
+            serving = sorted(w for w, queues in peers if queues is None or queue in queues)
+            self._serving[queue] = serving
+        if self.worker_id not in serving:
+            return True
+        return serving[pid % len(serving)] == self.worker_id
+
+    def _set_peers(self, peers: list[tuple[str, list[str] | None]]) -> None:
+        """The live workers and their queues (from the reporting thread)."""
+        self._peers = peers
+        self._serving = {}
+
+    def _coalesce(self) -> None:
+        """Woken by NOTIFY: claim at once if the last claim was a while ago (an isolated
+        enqueue waits for nothing), else wait out the rest of ``COALESCE_WINDOW``.
+
+        Every idle worker hears every NOTIFY. Claiming once per notification made M workers
+        send M claims per enqueued job, most of them finding nothing (another worker had
+        taken the job), which under a stream of enqueues left the database more busy
+        claiming than enqueueing. Within the window the notifications pile up and one
+        claim takes every job they announced.
+        """
+        wait = self._last_claim + COALESCE_WINDOW - time.monotonic()
+        if wait > 0:
+            self._stopping.wait(wait)
+
+    def _hold_back(self) -> None:
+        try:
+            while (
+                transitions.hold_back(self.alias, self.queues, HOLD_BACK_SCAN, self.min_priority)
+                >= HOLD_BACK_SCAN // 2
+            ):
+                if self._stopping.is_set():
+                    return
+        except DatabaseError:
+            reset_connection(self.alias)  # the claim loop reports errors; this is optional
 
     def _prefetch(self) -> int:
         """How many jobs to claim beyond the free executors.
@@ -235,18 +384,37 @@ class Worker:
         average = self._average_job_seconds
         self._average_job_seconds = seconds if average is None else average * 0.9 + seconds * 0.1
 
-    def _dispatch(self, jobs: list[Job]) -> None:
-        for job in jobs:
-            ctx = JobContext(
-                job=job, worker_id=self.worker_id, attempt=job.attempts, using=self.alias
-            )
+    def _dispatch(self, batch: ClaimBatch) -> None:
+        for job in batch.jobs:
+            slot = self._slot(job)
             if job.cancel_requested_at is not None:
-                ctx._cancel_requested = True
-            slot = Slot(job=job, ctx=ctx, claimed=Claimed.of(job))
-            with self._slots_lock:
-                self._slots[job.id] = slot
+                slot.ctx.request_cancel()
+            self.in_flight.add(slot)
             self.claimed_total += 1
             self._work.put(slot)
+        for row in batch.undecodable:
+            self._fail_undecodable(row)
+
+    def _slot(self, job: Job) -> Slot:
+        ctx = JobContext(job=job, worker_id=self.worker_id, attempt=job.attempts, using=self.alias)
+        return Slot(job=job, ctx=ctx, fence=Fence.of(job))
+
+    def _fail_undecodable(self, row: Undecodable) -> None:
+        """A claimed row that could not be read fails at once; the others run."""
+        job = Job(
+            id=row.fence.job_id,
+            job_type=row.job_type,
+            status="running",
+            attempts=row.fence.attempt,
+            locked_by=self.worker_id,
+        )
+        slot = self._slot(job)
+        self.in_flight.add(slot)
+        self.claimed_total += 1
+        self.completer.submit(
+            slot,
+            Outcome.failure(AttemptOutcome.PERMANENT, row.error_type, row.error, final="failed"),
+        )
 
     # --- executor threads ----------------------------------------------------------------
 
@@ -261,7 +429,7 @@ class Worker:
         return thread
 
     def _execute_forever(self) -> None:
-        runner = JobRunner(self.alias, self.loop_error_delays.delay, self.isolation, self.completer)
+        executor = Executor(self.alias, self.isolation, self.completer.started)
         try:
             while True:
                 slot = self._work.get()
@@ -269,82 +437,138 @@ class Worker:
                     return
                 assert slot is not None
                 try:
-                    outcome = runner.run(slot)
-                    self._observe(time.monotonic() - slot.started)
-                except Exception:
-                    outcome = "error"
-                    logger.exception(
-                        "could not record the outcome of job %s; it stays running until rescued",
+                    outcome, recorded = executor.run(slot)
+                except Exception as exc:
+                    # A bug of the worker's, not the job's: recorded as the attempt's error
+                    # (with the traceback) so the job is not left running.
+                    logger.exception("unexpected error while running job %s", slot.job.id)
+                    outcome, recorded = outcomes.classify(exc), None
+                self._observe(time.monotonic() - slot.started)
+                if slot.finish():
+                    logger.warning(
+                        "abandoned job %s finally returned; its outcome was discarded",
                         slot.job.id,
                     )
-                with slot.lock:
-                    abandoned = slot.abandoned
-                    slot.state = "done"
-                if abandoned:
-                    logger.warning(
-                        "abandoned job %s finally returned; its outcome was discarded", slot.job.id
-                    )
                     return  # a replacement thread already took this thread's place
-                if outcome != DEFERRED:  # else the completer finishes the slot
-                    self._finished(slot, outcome)
+                if recorded is None:
+                    self.completer.submit(slot, outcome)
+                else:
+                    self.recorder.report(slot, outcome, recorded)
         finally:
-            runner.close()
+            executor.close()
             connections.close_all()
 
-    def _finished(self, slot: Slot, outcome: str) -> None:
-        with self._slots_lock:
-            self._slots.pop(slot.claimed.job_id, None)
-            self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+    def _recorded(self, slot: Slot, status: Recorded) -> None:
+        """The outcome of ``slot`` is written (or given up on): count it, free the slot."""
+        if not self.in_flight.remove(slot):
+            return
+        with self._counts_lock:
+            self.outcomes[status] = self.outcomes.get(status, 0) + 1
+        self.tally.add(slot.job.job_type, slot.job.queue, status, slot.elapsed_ms)
         self._capacity.set()
 
-    def replace_executor(self, slot: Slot) -> None:
-        """Called by the watchdog after abandoning ``slot``'s thread: keep capacity."""
-        self._finished(slot, "timeout")
+    def _keep_recording(self) -> bool:
+        """Whether the recorder keeps retrying through a database outage: always while the
+        worker runs; at shutdown, until the grace period is over."""
+        return self._give_up_at is None or time.monotonic() < self._give_up_at
+
+    def _abandoned(self) -> None:
+        """The watchdog gave up on a thread: keep the capacity with a new one."""
         if not self._stopping.is_set():
             self._start_executor()
 
     # --- lifecycle -----------------------------------------------------------------------
 
     def _start_threads(self) -> None:
-        self.completer = Completer(self.alias, self._finished, self.loop_error_delays.delay)
         self.completer.start()
         for _ in range(self.concurrency):
             self._start_executor()
+        try:
+            # The worker's row first: its listener says in it that it listens.
+            heartbeat(self.alias, self.identity, [])
+        except DatabaseError:
+            reset_connection(self.alias)
+            logger.warning("could not record worker %s yet", self.worker_id, exc_info=True)
         if self.listen:
-            self.listener = Listener(conf.LISTEN_DATABASE, self.queues, self._wake)
+            # A worker on another alias (run_jobs --database) listens there too, unless a
+            # direct connection for LISTEN is configured.
+            listen_alias = conf.LISTEN_DATABASE if conf.raw("LISTEN_DATABASE") else self.alias
+            self.listener = Listener(
+                listen_alias,
+                self.queues,
+                self._wake,
+                answers_now=self.answers_now,
+                last_claim=lambda: self._last_claim,
+                on_stream=self._enter_stream,
+                worker_id=self.worker_id,
+            )
             self.listener.start()
-        self.maintenance = Maintenance(self)
+        self.maintenance = Maintenance(
+            self.alias,
+            self.identity,
+            self.in_flight,
+            Intervals(
+                heartbeat=self.heartbeat_interval,
+                rescue=self.reap_interval,
+                prune=conf.PRUNE_INTERVAL,
+                schedule=conf.SCHEDULER_INTERVAL,
+                stale_timeout=self.stale_timeout,
+                flow_sweep=conf.FLOW_SWEEP_INTERVAL,
+            ),
+        )
         self.maintenance.start()
-        self.watchdog = Watchdog(self)
+        self.watchdog = Watchdog(
+            self.in_flight, conf.TIMEOUT_GRACE, self.completer.submit, self._abandoned
+        )
         self.watchdog.start()
+        self.reporter = Reporter(
+            self.alias,
+            self.worker_id,
+            self.tally,
+            ReportIntervals(
+                stats=conf.STATS_INTERVAL,
+                summary=conf.LOG_SUMMARY_INTERVAL,
+                liveness=self.heartbeat_interval,
+            ),
+            loop_age=lambda: time.monotonic() - self._loop_tick,
+            running=lambda: len(self.in_flight),
+            on_peers=self._set_peers,
+        )
+        self.reporter.start()
 
     def _shutdown(self) -> None:
         self._stopping.set()
         self._release_unstarted()
         deadline = time.monotonic() + self.shutdown_timeout
-        if self._slots:
+        self._give_up_at = deadline + 5
+        if self.in_flight:
             logger.info(
-                "waiting up to %.0f s for %s running jobs", self.shutdown_timeout, len(self._slots)
+                "waiting up to %.0f s for %s running jobs",
+                self.shutdown_timeout,
+                len(self.in_flight),
             )
-        while self._slots and time.monotonic() < deadline and self._signals_seen < 2:
+        while self.in_flight and time.monotonic() < deadline and self._signals_seen < 2:
             self._capacity.wait(0.1)
             self._capacity.clear()
-        leftover = [s.claimed for s in self.running_slots() if not s.abandoned]
+        # Slots past their handler have an outcome on its way to the completer.
+        leftover = [s for s in self.in_flight if s.state in ("queued", "handler")]
         if leftover:
             self._release(leftover)
         for _ in self._executors:
             self._work.put(_STOP)
-        if self.completer is not None:
-            self.completer.stop()
-            self.completer.join(timeout=10)
-        for service in (self.listener, self.maintenance, self.watchdog):
+        self.completer.stop()
+        self.completer.join(timeout=10)
+        services = (self.listener, self.maintenance, self.watchdog, self.reporter)
+        for service in services:
             if service is not None:
                 service.stop()
-        for service in (self.listener, self.maintenance, self.watchdog):
+        for service in services:
             if service is not None:
                 service.join(timeout=5)
+        if self.reporter is not None:
+            self.reporter.final_report()
         try:
-            queries.unregister_worker(self.alias, self.worker_id)
+            unregister_worker(self.alias, self.worker_id)
         except DatabaseError:
             logger.warning("could not remove worker record %s", self.worker_id, exc_info=True)
         connections.close_all()
@@ -360,23 +584,23 @@ class Worker:
             if slot is not None:
                 unstarted.append(slot)
         if unstarted:
-            self._release([s.claimed for s in unstarted])
-            for slot in unstarted:
-                self._finished(slot, "released")
+            self._release(unstarted)
 
-    def _release(self, claims: list[Claimed]) -> None:
+    def _release(self, slots: list[Slot]) -> None:
+        fences = [slot.fence for slot in slots]
         for attempt in range(3):
             try:
-                released = queries.release(self.alias, claims)
-                logger.warning(
-                    "released %s unfinished jobs back to ready: %s", len(released), released
-                )
-                return
+                released = transitions.release(self.alias, fences)
             except CONNECTION_ERRORS:
                 reset_connection(self.alias)
                 time.sleep(0.5 * (attempt + 1))
+                continue
+            logger.warning("released %s unfinished jobs back to ready: %s", len(released), released)
+            for slot in slots:
+                self._recorded(slot, "released")
+            return
         logger.error(
-            "could not release %s jobs; they will be rescued after the stale timeout", len(claims)
+            "could not release %s jobs; they will be rescued after the stale timeout", len(slots)
         )
 
     def _install_signal_handlers(self) -> None:

@@ -68,6 +68,9 @@ PQJOBS = {
     # The demo wants to show retries within seconds, not minutes.
     "BACKOFF": [2, 4, 8],
     "POLL_INTERVALS": [0.5, 1, 2, 5],
+    # A recurring job, so the demo shows schedules at work. The same could be declared on
+    # the handler: @job("order_stats", interval=5).
+    "SCHEDULES": [{"name": "order-stats", "job_type": "order_stats", "interval": 5}],
 }
 
 LOGGING = {

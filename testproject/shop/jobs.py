@@ -42,3 +42,20 @@ def import_contacts(ctx: JobContext) -> None:
     """Fails for good: the payload points at a file that does not exist."""
     path = ctx.job.payload.get("path", "")
     raise PermanentError(f"cannot import contacts: {path!r} does not exist")
+
+
+@job("order_stats")
+def order_stats(ctx: JobContext) -> dict:
+    """A recurring job: the schedule 'order-stats' in PQJOBS["SCHEDULES"] (config/settings.py)
+    enqueues it every few seconds. Counts the orders and the receipts sent so far."""
+    orders = Order.objects.all()
+    return {
+        "orders": orders.count(),
+        "receipts_sent": orders.filter(receipt_sent_at__isnull=False).count(),
+    }
+
+
+@job("count_unsent_receipts", cron="0 3 * * *", timezone="UTC")
+def count_unsent_receipts(ctx: JobContext) -> dict:
+    """A recurring job: every night at 03:00 UTC, count the orders still without a receipt."""
+    return {"unsent": Order.objects.filter(receipt_sent_at__isnull=True).count()}

@@ -1,5 +1,6 @@
 """The operator console in a real browser: log in, filter to failed jobs, retry one from its
-page, see it done once a worker ran it.
+page, see it done once a worker ran it; the job list at laptop width and on a phone; the
+dashboard in dark mode and on a phone.
 
 Needs Debian's ``chromium`` package (/usr/bin/chromium) and the ``playwright`` Python
 package (its bundled browsers are never downloaded). Skipped when either is missing, unless
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.db.models.functions import Now
 
 from django_pqjobs import enqueue_job
 from django_pqjobs.models import Job, JobAttempt
@@ -110,20 +112,153 @@ def test_operator_retries_a_failed_job_and_sees_it_done(
                 "ConnectionError: upstream was down"
             )
             page.get_by_role("button", name="Retry").click()
-            expect(page.locator("ul.messagelist")).to_contain_text("1 job put back to ready.")
+            expect(page.locator("ul.messagelist")).to_contain_text(
+                f"Job {failed} retried: it was put back to ready."
+            )
 
             # The worker picks it up; reloading the page shows it done.
             for _ in range(30):
-                status = page.locator(".field-status_badge .readonly").inner_text()
-                if status.strip() == "done":
+                status = page.locator(".field-status_detail .readonly").inner_text()
+                if status.strip().startswith("done"):
                     break
                 page.wait_for_timeout(500)
                 page.reload()
-            expect(page.locator(".field-status_badge .readonly")).to_have_text("done")
+            expect(page.locator(".field-status_detail .readonly")).to_contain_text("done since")
             expect(page.locator(".field-result_pretty")).to_contain_text('"order": 42')
+            # The timeline tells the story: attempt 3 failed, the retry, attempt 4 done.
+            timeline = page.locator(".pqjobs-timeline")
+            expect(timeline).to_contain_text("retried by oncall")
+            expect(timeline).to_contain_text("attempt 4 started")
         finally:
             context.close()
 
     job = Job.objects.get(pk=failed)
-    assert job.status == "done" and job.attempts == 1
+    # attempt numbers went on from the failed attempt 3 (never reused)
+    assert job.status == "done" and job.attempts == 4
     assert JobAttempt.objects.filter(job_id=failed).count() == 1  # the history is kept
+
+
+def failed_jobs(count: int) -> list[int]:
+    """Failed jobs with long type names and long errors: the widest the list gets."""
+    ids = []
+    for n in range(count):
+        job_id = enqueue_job("tests.effect_quick_retry", {"n": n}, queue="billing-and-invoices")
+        Job.objects.filter(pk=job_id).update(
+            status="failed",
+            attempts=5,
+            max_attempts=5,
+            priority=50,
+            last_error="Traceback (most recent call last):\nConnectionError: the payment "
+            f"gateway reset the connection while charging invoice {n} (upstream said 502)",
+            error_type="ConnectionError",
+        )
+        ids.append(job_id)
+    return ids
+
+
+def logged_in_page(sync_api, playwright, tmp_path, live_server, **options):
+    """A page of a fresh browser, logged in as a superuser (created before the browser
+    starts: Django refuses database access in the event loop Playwright runs)."""
+    context = playwright.chromium.launch_persistent_context(
+        str(tmp_path / "profile"),
+        executable_path=str(CHROMIUM),
+        headless=True,
+        args=CHROMIUM_ARGS,
+        **options,
+    )
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
+    page.fill("#id_username", "oncall")
+    page.fill("#id_password", "pw-oncall")
+    page.click("input[type=submit]")
+    sync_api.expect(page.locator("#content")).to_be_visible()
+    return context, page
+
+
+# Where an element is, and whether the list's table fits its box without sideways scrolling.
+_BOX = "e => { const r = e.getBoundingClientRect(); return [r.left, r.right, r.width]; }"
+_FITS = "e => e.scrollWidth <= e.clientWidth + 1"
+
+
+def test_the_error_column_is_visible_on_the_failed_filter_at_1280x800(
+    sync_api, live_server, tmp_path
+):
+    User.objects.create_user("oncall", password="pw-oncall", is_superuser=True, is_staff=True)
+    failed_jobs(3)
+    with sync_api.sync_playwright() as playwright:
+        context, page = logged_in_page(
+            sync_api, playwright, tmp_path, live_server, viewport={"width": 1280, "height": 800}
+        )
+        try:
+            page.goto(f"{live_server.url}/admin/django_pqjobs/job/?status__exact=failed")
+            # The admin's navigation side bar is open (its default) and so is the filter bar.
+            sync_api.expect(page.locator("#nav-sidebar")).to_be_visible()
+            sync_api.expect(page.locator("#changelist-filter")).to_be_visible()
+            header = page.locator("#result_list thead th.column-error")
+            cell = page.locator("#result_list tbody tr").first.locator("td.field-error")
+            sync_api.expect(header).to_be_visible()
+            sync_api.expect(cell).to_contain_text("ConnectionError: the payment gateway")
+            results = page.locator("#changelist-form .results")
+            assert results.evaluate(_FITS), "the job list scrolls sideways"
+            left, right, width = cell.evaluate(_BOX)
+            box_left, box_right, _ = results.evaluate(_BOX)
+            assert box_left <= left and right <= box_right <= 1280, (left, right, box_right)
+            assert width >= 120  # room to read, not a sliver
+        finally:
+            context.close()
+
+
+def test_the_job_list_works_on_a_phone(sync_api, live_server, tmp_path):
+    User.objects.create_user("oncall", password="pw-oncall", is_superuser=True, is_staff=True)
+    *_, newest = failed_jobs(3)  # the list shows it first
+    with sync_api.sync_playwright() as playwright:
+        context, page = logged_in_page(
+            sync_api,
+            playwright,
+            tmp_path,
+            live_server,
+            viewport={"width": 390, "height": 844},
+            is_mobile=True,
+            has_touch=True,
+        )
+        try:
+            page.goto(f"{live_server.url}/admin/django_pqjobs/job/?status__exact=failed")
+            assert page.evaluate("document.documentElement.scrollWidth") <= 390
+            row = page.locator("#result_list tbody tr").first
+            for field in ("field-id", "field-job_type_cell", "field-status_cell", "field-error"):
+                _, right, _ = row.locator(f".{field}").evaluate(_BOX)
+                assert right <= 390, field
+            sync_api.expect(row.locator(".field-error")).to_contain_text("upstream said 502")
+            row.get_by_role("link", name=str(newest)).click()
+            sync_api.expect(page.locator(".field-status_detail")).to_contain_text("failed")
+            assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        finally:
+            context.close()
+
+
+def test_the_dashboard_in_dark_mode_and_on_a_phone(sync_api, live_server, tmp_path):
+    User.objects.create_user("oncall", password="pw-oncall", is_superuser=True, is_staff=True)
+    failed_jobs(2)
+    Job.objects.update(finished_at=Now())
+    with sync_api.sync_playwright() as playwright:
+        context, page = logged_in_page(
+            sync_api,
+            playwright,
+            tmp_path,
+            live_server,
+            viewport={"width": 390, "height": 844},
+            color_scheme="dark",
+        )
+        try:
+            page.goto(f"{live_server.url}/admin/django_pqjobs/job/dashboard/")
+            chart = page.locator("svg.pqjobs-chart")
+            sync_api.expect(chart).to_contain_text("peak 2 / min")
+            # The chart takes the dark theme's background, not a light panel.
+            background = chart.locator("rect").first.evaluate("e => getComputedStyle(e).fill")
+            assert background == "rgb(33, 33, 33)", background
+            left, right, _ = chart.evaluate(_BOX)
+            assert left >= 0 and right <= 390, (left, right)
+            assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        finally:
+            context.close()

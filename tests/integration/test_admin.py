@@ -11,8 +11,9 @@ from django.test import Client
 from django.urls import reverse
 
 from django_pqjobs import enqueue_job
-from django_pqjobs.models import Job, JobAttempt, WorkerRecord
-from django_pqjobs.worker import queries
+from django_pqjobs.clock import database_now
+from django_pqjobs.models import Job, JobAttempt, OperatorAction, WorkerRecord
+from django_pqjobs.worker.claiming import claim_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,7 +53,7 @@ def one_of_each() -> dict[str, int]:
         "cancelled": enqueue_job("t"),
         "done": enqueue_job("t"),
     }
-    queries.claim("default", "w", None, 1)
+    claim_jobs("default", "w", None, 1)
     Job.objects.filter(pk=ids["failed"]).update(status="failed", attempts=5, last_error="boom")
     JobAttempt.objects.create(job_id=ids["failed"], attempt=5, outcome="error", traceback="tb")
     Job.objects.filter(pk=ids["cancelled"]).update(status="cancelled")
@@ -77,8 +78,13 @@ def test_bulk_retry_changes_failed_and_cancelled_and_skips_the_rest(operator):
     statuses = dict(Job.objects.values_list("pk", "status"))
     assert statuses[ids["failed"]] == statuses[ids["cancelled"]] == "ready"
     assert statuses[ids["running"]] == "running" and statuses[ids["done"]] == "done"
-    assert Job.objects.get(pk=ids["failed"]).attempts == 0
+    retried = Job.objects.get(pk=ids["failed"])
+    # attempt numbers go on (6 is next), with as many new attempts as the bound was
+    assert (retried.attempts, retried.max_attempts) == (5, 10)
     assert JobAttempt.objects.filter(job_id=ids["failed"]).count() == 1  # history kept
+    assert sorted(
+        OperatorAction.objects.filter(action="retry").values_list("job_id", "actor")
+    ) == sorted([(ids["failed"], "operator"), (ids["cancelled"], "operator")])
 
 
 def test_bulk_cancel_cancels_ready_and_asks_running_to_stop(operator):
@@ -94,14 +100,18 @@ def test_bulk_cancel_cancels_ready_and_asks_running_to_stop(operator):
     assert running.status == "running" and running.cancel_requested_at is not None
 
 
-def test_bulk_run_now_only_moves_delayed_ready_jobs(operator):
+def test_bulk_run_now_moves_ready_jobs_to_the_head_of_the_queue(operator):
     ids = one_of_each()
+    backlog = [enqueue_job("t") for _ in range(3)]
     response = bulk(operator, "run_now_action", list(ids.values()))
     assert messages_of(response) == [
-        "1 job made due now. 5 skipped: only delayed ready jobs can run now."
+        "2 jobs moved to the head of the queue. 4 skipped: only ready jobs can run now "
+        "(blocked ones wait for flow control)."
     ]
     delayed = Job.objects.get(pk=ids["delayed"])
-    assert delayed.run_after <= queries.database_now("default")
+    assert delayed.run_after <= database_now("default")
+    claimed = [j.id for j in claim_jobs("default", "w2", None, 10).jobs]
+    assert claimed == [ids["ready"], ids["delayed"], *backlog]
 
 
 def test_retry_wakes_idle_workers_of_the_job_queue(operator, listener):
@@ -115,14 +125,14 @@ def test_retry_wakes_idle_workers_of_the_job_queue(operator, listener):
 
 def test_search_matches_id_type_active_dedupe_key_and_running_worker(operator):
     ids = one_of_each()  # the running one is claimed by worker "w"
-    deduped = enqueue_job("other", dedupe_key="order:7")
+    deduped = enqueue_job("tests.echo", dedupe_key="order:7")
 
     def found(term: str) -> set[int]:
         page = operator.get(CHANGELIST, {"q": term}).content.decode()
         return {pk for pk in [*ids.values(), deduped] if change_url(pk) in page}
 
     assert found(str(ids["failed"])) == {ids["failed"]}
-    assert found("other") == {deduped}
+    assert found("tests.echo") == {deduped}
     assert found("order:7") == {deduped}
     assert found("w") == {ids["running"]}
     assert found("nothing") == set()
@@ -137,10 +147,15 @@ def test_job_page_buttons_post_only_with_csrf(operator):
     csrf_client.force_login(User.objects.get(username="operator"))
     assert csrf_client.post(action_url(ids["failed"], "retry")).status_code == 403
     response = operator.post(action_url(ids["failed"], "retry"), follow=True)
-    assert messages_of(response) == ["1 job put back to ready."]
+    assert messages_of(response) == [
+        f"Job {ids['failed']} retried: it was put back to ready. Its status and timeline "
+        "below show what has happened to it since."
+    ]
     assert Job.objects.get(pk=ids["failed"]).status == "ready"
     response = operator.post(action_url(ids["done"], "cancel"), follow=True)
-    assert "0 jobs cancelled or asked to stop. 1 skipped" in messages_of(response)[0]
+    assert messages_of(response) == [
+        f"Job {ids['done']} was not changed: already finished (or cancel already requested)."
+    ]
     assert operator.post(action_url(ids["done"], "explode")).status_code == 403
 
 
@@ -180,7 +195,7 @@ def test_permission_matrix(who, perms, list_code, page_code, dashboard_code, can
     assert client.get(reverse("admin:django_pqjobs_job_add")).status_code in (302, 403)
 
 
-def test_everything_a_job_contains_is_escaped(operator):
+def test_everything_a_job_contains_is_escaped(operator, unknown_job_types_allowed):
     evil = "<script>alert(1)</script>"
     job_id = enqueue_job(evil, {"note": evil})
     Job.objects.filter(pk=job_id).update(
@@ -206,14 +221,14 @@ def test_everything_a_job_contains_is_escaped(operator):
 
 
 def test_job_page_shows_payload_result_timeline_tracebacks_and_links(operator):
-    parent = enqueue_job("parent")
-    child = enqueue_job("child", {"k": [1, 2]})
+    parent = enqueue_job("tests.chain")
+    child = enqueue_job("tests.echo", {"k": [1, 2]})
     Job.objects.filter(pk=child).update(
         parent_id=parent,
         status="done",
         result={"ok": True},
         progress={"done": 3, "total": 4, "message": "nearly"},
-        finished_at=queries.database_now("default"),
+        finished_at=database_now("default"),
     )
     JobAttempt.objects.create(
         job_id=child,
@@ -221,7 +236,7 @@ def test_job_page_shows_payload_result_timeline_tracebacks_and_links(operator):
         outcome="timeout",
         worker_id="w1",
         traceback="Traceback ...\nJobTimeout: too slow",
-        started_at=queries.database_now("default") - timedelta(seconds=5),
+        started_at=database_now("default") - timedelta(seconds=5),
     )
     page = operator.get(change_url(child)).content.decode()
     assert "&quot;k&quot;: [" in page and "&quot;ok&quot;: true" in page
@@ -232,11 +247,11 @@ def test_job_page_shows_payload_result_timeline_tracebacks_and_links(operator):
 
 
 def test_list_filters_and_search(operator):
-    a = enqueue_job("alpha", queue="emails", dedupe_key="key-1")
-    b = enqueue_job("beta")
+    a = enqueue_job("tests.echo", queue="emails", dedupe_key="key-1")
+    b = enqueue_job("tests.noop")
     Job.objects.filter(pk=b).update(status="failed", last_error="boom")
     page = operator.get(CHANGELIST).content.decode()
-    assert "?job_type=alpha" in page and "?queue=emails" in page
+    assert "?job_type=tests.echo" in page and "?queue=emails" in page
     assert f">{a}<" in operator.get(f"{CHANGELIST}?queue=emails").content.decode()
     failed = operator.get(f"{CHANGELIST}?status__exact=failed").content.decode()
     assert change_url(b) in failed and change_url(a) not in failed
@@ -246,10 +261,10 @@ def test_list_filters_and_search(operator):
 
 
 def test_dashboard_shows_depth_lag_throughput_failures_and_workers(operator):
-    enqueue_job("waiting", queue="emails")
-    done = enqueue_job("alpha")
-    failed = enqueue_job("alpha")
-    now = queries.database_now("default")
+    enqueue_job("tests.noop", queue="emails")
+    done = enqueue_job("tests.echo")
+    failed = enqueue_job("tests.echo")
+    now = database_now("default")
     Job.objects.filter(pk=done).update(status="done", finished_at=now)
     Job.objects.filter(pk=failed).update(status="failed", finished_at=now)
     WorkerRecord.objects.create(worker_id="host-1-abc", hostname="host", pid=1, concurrency=4)
@@ -260,7 +275,7 @@ def test_dashboard_shows_depth_lag_throughput_failures_and_workers(operator):
     assert "host-3-old" not in page  # stale: not live
     assert "<svg" in page and "peak 2 / min" in page
     assert "emails" in page and "Queue lag" in page
-    assert "alpha" in page and "50 %" in page
+    assert "tests.echo" in page and "50 %" in page
     assert "host-1-abc" in page
     assert DASHBOARD in operator.get(CHANGELIST).content.decode()
     app_index = operator.get(reverse("admin:app_list", args=["django_pqjobs"])).content.decode()

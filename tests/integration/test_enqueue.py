@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from datetime import timedelta
 
@@ -20,7 +21,7 @@ from django_pqjobs import (
     signals,
 )
 from django_pqjobs.models import Job
-from django_pqjobs.worker import queries
+from django_pqjobs.worker.claiming import claim_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -96,7 +97,7 @@ def test_oversized_payload_is_refused():
         override_settings(PQJOBS={"PAYLOAD_MAX_BYTES": 1000}),
         pytest.raises(PayloadError, match="over the limit"),
     ):
-        enqueue_job("big", {"x": "y" * 2000})
+        enqueue_job("tests.echo", {"x": "y" * 2000})
     assert not Job.objects.exists()
 
 
@@ -155,7 +156,7 @@ def test_replace_cancels_a_ready_job_but_never_a_running_one():
     assert second != first
     assert Job.objects.get(pk=first).status == "cancelled"
     assert "replaced" in Job.objects.get(pk=first).last_error
-    queries.claim("default", "w", None, 1)
+    claim_jobs("default", "w", None, 1)
     third = enqueue_job("t", {"v": 3}, dedupe_key="k", dedupe="replace")
     assert third == second
     assert Job.objects.get(pk=second).status == "running"
@@ -166,7 +167,7 @@ def test_dedupe_key_is_free_again_once_the_job_finished():
     Job.objects.filter(pk=first).update(status="done")
     second = enqueue_job("t", dedupe_key="k")
     assert second != first
-    assert enqueue_job("other-type", dedupe_key="k") not in (first, second)
+    assert enqueue_job("tests.noop", dedupe_key="k") not in (first, second)
 
 
 def test_dedupe_per_job_type_default(settings):
@@ -208,6 +209,123 @@ def test_enqueue_many_refuses_bad_input_before_inserting_anything():
     assert not Job.objects.exists()
 
 
+def test_enqueue_many_skip_returns_the_active_jobs_ids():
+    existing = enqueue_job("t", {"old": True}, dedupe_key="b")
+    ids = enqueue_many("t", [{"i": 0}, {"i": 1}], dedupe_keys=["a", "b"], dedupe="skip")
+    assert ids[1] == existing
+    assert Job.objects.get(pk=existing).payload == {"old": True}
+    assert Job.objects.count() == 2
+
+
+def test_enqueue_many_error_names_every_duplicate_and_enqueues_nothing():
+    from shop.models import Order
+
+    b = enqueue_job("t", dedupe_key="b")
+    d = enqueue_job("t", dedupe_key="d")
+    with transaction.atomic():
+        Order.objects.create(email="a@b.c", total=1)
+        with pytest.raises(DuplicateJob) as caught:
+            enqueue_many("t", [{}] * 4, dedupe_keys=["a", "b", "c", "d"], dedupe="error")
+        enqueue_job("t", dedupe_key="e")  # the surrounding transaction is still usable
+    assert caught.value.duplicates == {"b": b, "d": d}
+    assert (caught.value.dedupe_key, caught.value.existing_id) == ("b", b)
+    assert f"'b' (job {b})" in str(caught.value) and f"'d' (job {d})" in str(caught.value)
+    assert sorted(Job.objects.values_list("dedupe_key", flat=True)) == ["b", "d", "e"]
+    assert Order.objects.count() == 1
+
+
+def test_enqueue_many_error_without_duplicates_inserts_everything():
+    ids = enqueue_many("t", [{}] * 3, dedupe_keys=["a", None, "c"], dedupe="error")
+    assert len(set(ids)) == 3 and Job.objects.count() == 3
+
+
+def test_enqueue_many_replace_replaces_ready_jobs_but_never_a_running_one():
+    ready = enqueue_job("t", {"v": "old"}, dedupe_key="b")
+    running = enqueue_job("t", {"v": "old"}, dedupe_key="c")
+    Job.objects.filter(pk=running).update(status="running", locked_by="w", attempts=1)
+    ids = enqueue_many(
+        "t", [{"v": "a"}, {"v": "b"}, {"v": "c"}], dedupe_keys=["a", "b", "c"], dedupe="replace"
+    )
+    assert ids[2] == running and ids[1] != ready
+    replaced = Job.objects.get(pk=ready)
+    assert replaced.status == "cancelled" and "replaced" in replaced.last_error
+    assert Job.objects.get(pk=ids[1]).payload == {"v": "b"}
+    assert Job.objects.get(pk=running).status == "running"
+    assert Job.objects.get(pk=running).payload == {"v": "old"}
+    assert Job.objects.active().count() == 3
+
+
+def test_enqueue_many_follows_the_job_types_strategy_then_the_setting(settings):
+    old = enqueue_job("tests.replaceable", dedupe_key="k")
+    (new,) = enqueue_many("tests.replaceable", [{}], dedupe_keys=["k"])  # @job(dedupe="replace")
+    assert new != old and Job.objects.get(pk=old).status == "cancelled"
+    (same,) = enqueue_many("tests.replaceable", [{}], dedupe_keys=["k"], dedupe="skip")
+    assert same == new
+    settings.PQJOBS = {**settings.PQJOBS, "DEDUPE": "error"}
+    enqueue_job("t", dedupe_key="k")
+    with pytest.raises(DuplicateJob, match="'k'"):
+        enqueue_many("t", [{}], dedupe_keys=["k"])
+
+
+@pytest.mark.parametrize("strategy", ["replace", "error"])
+def test_enqueue_many_refuses_a_key_given_twice_when_it_cannot_skip(strategy):
+    from django_pqjobs import InvalidJobOption
+
+    with pytest.raises(InvalidJobOption, match=r"dedupe_keys\[0\] and dedupe_keys\[2\] .*'a'"):
+        enqueue_many("t", [{}] * 3, dedupe_keys=["a", "b", "a"], dedupe=strategy)
+    assert not Job.objects.exists()
+
+
+def test_enqueue_many_recovers_when_a_duplicate_finishes_before_it_is_looked_up():
+    """A key whose active job ends between the INSERT and the lookup is inserted again."""
+    existing = enqueue_job("t", dedupe_key="k")
+    with connection.cursor() as cursor:
+        # Ends the duplicate right after the bulk INSERT skipped it (the first statement
+        # after it reads the active jobs; this trigger runs at the end of the INSERT).
+        cursor.execute(
+            f"""
+            CREATE FUNCTION pqjobs_test_finish() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                UPDATE pqjobs_job SET status = 'done' WHERE id = {existing};
+                RETURN NULL;
+            END $$;
+            CREATE TRIGGER pqjobs_test_finish AFTER INSERT ON pqjobs_job
+            FOR EACH STATEMENT EXECUTE FUNCTION pqjobs_test_finish();
+            """
+        )
+    try:
+        for strategy in ("skip", "error", "replace"):
+            Job.objects.exclude(pk=existing).delete()
+            Job.objects.filter(pk=existing).update(status="running")  # replace keeps it too
+            (job_id,) = enqueue_many("t", [{}], dedupe_keys=["k"], dedupe=strategy)
+            assert job_id != existing, strategy
+            assert Job.objects.get(pk=job_id).status == "ready"
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "DROP TRIGGER pqjobs_test_finish ON pqjobs_job; DROP FUNCTION pqjobs_test_finish()"
+            )
+
+
+def test_concurrent_bulk_and_single_replaces_leave_one_active_job_per_key():
+    keys = [f"k{n}" for n in range(40)]
+
+    def bulk() -> list[int]:
+        return enqueue_many("t", [{}] * len(keys), dedupe_keys=keys, dedupe="replace")
+
+    def single() -> int:
+        return enqueue_job("t", dedupe_key="k7", dedupe="replace")
+
+    turns = itertools.count()  # two bulk replaces for each single one
+    results, errors = _hammer(12, lambda: bulk() if next(turns) % 3 else single())
+    assert not errors
+    active = dict(Job.objects.active().values_list("dedupe_key", "pk"))
+    assert sorted(active) == sorted(keys)
+    returned = {job_id for r in results for job_id in (r if isinstance(r, list) else [r])}
+    assert set(active.values()) <= returned
+    assert Job.objects.filter(status="cancelled").count() == Job.objects.count() - len(keys)
+
+
 def test_enqueue_sends_notify_on_commit(listener):
     with transaction.atomic():
         enqueue_job("t", queue="emails")
@@ -229,6 +347,20 @@ def test_no_notify_when_listen_notify_is_off(listener):
     enqueue_job("t", queue="emails")
     assert list(listener.notifies(timeout=0.3)) == []
     assert Job.objects.filter(queue="emails").count() == 1
+
+
+def test_no_notify_while_no_worker_listens(listener):
+    """A NOTIFY locks the database for every notifying commit: none is sent while every
+    worker claims on its own (none says it listens), e.g. under a stream of jobs."""
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE pqjobs_worker SET listening = false")
+    enqueue_job("t", queue="emails")
+    enqueue_many("t", [{}, {}], queue="emails")
+    assert list(listener.notifies(timeout=0.3)) == []
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE pqjobs_worker SET listening = true")
+    enqueue_job("t", queue="emails")
+    assert [n.payload for n in listener.notifies(timeout=2, stop_after=1)] == ["emails"]
 
 
 def test_a_dedupe_conflict_sends_no_notify(listener):

@@ -1,21 +1,31 @@
-"""The example project's views, the embedded worker and the prune_jobs command."""
+"""The example project's views, its demo command, the embedded worker and prune_jobs."""
 
 from __future__ import annotations
 
+import ast
+import os
+import re
+import subprocess
+import sys
 from datetime import timedelta
 from io import StringIO
+from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
 from shop.models import Order
 
 from django_pqjobs import enqueue_job, start_embedded_worker
+from django_pqjobs.clock import database_now
 from django_pqjobs.models import Job
-from django_pqjobs.worker import queries
-from tests.conftest import wait_status
+from tests.helpers import wait_status
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_place_order_enqueues_the_receipt_on_commit(client):
@@ -70,16 +80,9 @@ def test_embedded_worker_runs_jobs_and_can_be_disabled(monkeypatch):
         assert not worker.thread.is_alive()
 
 
-def test_run_jobs_does_nothing_when_disabled(monkeypatch):
-    monkeypatch.setenv("WORKER_ENABLED", "0")
-    out = StringIO()
-    call_command("run_jobs", stdout=out)
-    assert "worker disabled" in out.getvalue()
-
-
 def test_prune_jobs_command():
     old, recent = enqueue_job("t"), enqueue_job("t")
-    now = queries.database_now("default")
+    now = database_now("default")
     Job.objects.filter(pk=old).update(status="done", finished_at=now - timedelta(days=3))
     Job.objects.filter(pk=recent).update(status="done", finished_at=now)
     out = StringIO()
@@ -88,3 +91,35 @@ def test_prune_jobs_command():
     assert list(Job.objects.values_list("pk", flat=True)) == [recent]
     with pytest.raises(CommandError, match="not a duration"):
         call_command("prune_jobs", "--done", "soon")
+
+
+@pytest.mark.slow
+def test_demo_command_counts_jobs_and_attempts_and_shows_the_recurring_job():
+    """`manage.py demo` as scripts/demo.sh runs it: the example project's settings (which
+    declare the recurring job), against this test's database."""
+    db = connection.settings_dict
+    credentials = quote(db["USER"] or "postgres") + (
+        f":{quote(db['PASSWORD'])}" if db["PASSWORD"] else ""
+    )
+    url = f"postgres://{credentials}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    environment = {**os.environ, "DATABASE_URL": url}
+    environment.pop("DJANGO_SETTINGS_MODULE", None)
+    done = subprocess.run(
+        [sys.executable, "testproject/manage.py", "demo", "--timeout", "60"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=False,
+    )
+    output = done.stdout
+    assert done.returncode == 0, done.stderr
+    assert "gave up waiting" not in output
+    # send_receipt, flaky_report (3 attempts), summarize, import_contacts: 4 jobs, 6 attempts
+    assert "4 jobs (3 done, 1 failed) in 6 attempts" in output
+    assert "schedule 'order-stats', every 5 s" in output
+    runs = re.findall(r"job (\d+) enqueued at [\d:]+: (\w+) (.*)", output)
+    assert len(runs) >= 2 and all(status == "done" for _, status, _ in runs[:2])
+    assert ast.literal_eval(runs[0][2]) == {"orders": 1, "receipts_sent": 1}
+    assert Job.objects.filter(job_type="order_stats", schedule__name="order-stats").count() >= 2

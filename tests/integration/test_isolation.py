@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from django_pqjobs import InvalidJobOption, cancel_job, enqueue_job, job
+from django_pqjobs import cancel_job, enqueue_job
 from django_pqjobs.models import Job, JobAttempt
-from tests.conftest import wait_for, wait_status
+from tests.helpers import wait_for, wait_status
 from tests.testapp.models import Effect
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -101,17 +101,6 @@ def test_worker_wide_isolation(worker_factory):
     wait_status(atomic, "done", timeout=30)  # atomic types keep running in the worker
 
 
-def test_isolation_options_are_validated():
-    with pytest.raises(InvalidJobOption, match="isolation"):
-        job("x", isolation="container")
-    with pytest.raises(InvalidJobOption, match="memory_limit needs"):
-        job("x", memory_limit="512M")
-    with pytest.raises(InvalidJobOption, match="at least 16M"):
-        job("x", isolation="process", memory_limit="lots")
-    with pytest.raises(InvalidJobOption, match="cannot be combined"):
-        job("x", isolation="process", atomic=True)
-
-
 def test_hooks_run_in_the_thread_for_thread_jobs(worker_factory):
     worker_factory()
     ok = enqueue_job("tests.noop", {"hooks": True})
@@ -132,14 +121,3 @@ def test_hooks_run_in_the_child_for_isolated_jobs(worker_factory):
     assert child != str(os.getpid())
     assert Effect.objects.get(key=f"pre:{job_id}:1").worker == child
     assert Effect.objects.get(key=f"post:{job_id}:1:ok").worker == child
-
-
-def test_bad_hook_setting_fails_its_check(settings):
-    from django.core.checks import run_checks
-
-    settings.PQJOBS = {"HOOKS": {"pre_execute": "no.such.module.fn"}}
-    assert "pqjobs.E033" in {m.id for m in run_checks()}
-    settings.PQJOBS = {"HOOKS": {"before": print}}
-    assert "pqjobs.E033" in {m.id for m in run_checks()}
-    settings.PQJOBS = {"ISOLATION": "vm"}
-    assert "pqjobs.E032" in {m.id for m in run_checks()}

@@ -1,17 +1,21 @@
-"""Every transition of worker/queries.py against real PostgreSQL."""
+"""Every transition of transitions.py (the state machine) against real PostgreSQL."""
 
 from __future__ import annotations
 
+import re
 import threading
 from datetime import timedelta
 
 import pytest
 from django.db import connection, connections, transaction
 
-from django_pqjobs import enqueue_job
+from django_pqjobs import Priority, enqueue_job, transitions
+from django_pqjobs.clock import database_now
 from django_pqjobs.models import Job, JobAttempt
-from django_pqjobs.worker import queries
-from django_pqjobs.worker.queries import Claimed
+from django_pqjobs.transitions import Completion, Fence
+from django_pqjobs.worker import housekeeping
+from django_pqjobs.worker.claiming import claim_jobs
+from django_pqjobs.worker.heartbeats import WorkerIdentity, heartbeat
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DB = "default"
@@ -25,7 +29,7 @@ def test_claim_takes_highest_priority_then_oldest_and_marks_running():
     low = enqueue_job("t", {"n": 1}, priority=0)
     high = enqueue_job("t", {"n": 2}, priority=10)
     low2 = enqueue_job("t", {"n": 3}, priority=0)
-    jobs = queries.claim(DB, "w1", None, 2)
+    jobs = claim_jobs(DB, "w1", None, 2).jobs
     assert [j.id for j in jobs] == [high, low]
     assert jobs[0].payload == {"n": 2}
     row = Job.objects.get(pk=high)
@@ -38,14 +42,14 @@ def test_claim_respects_queues_and_run_after():
     enqueue_job("t", queue="emails")
     enqueue_job("t", queue="default", delay=3600)
     due = enqueue_job("t", queue="default")
-    assert [j.id for j in queries.claim(DB, "w", ["default"], 10)] == [due]
-    assert queries.claim(DB, "w", ["default"], 10) == []
-    assert len(queries.claim(DB, "w", ["emails", "other"], 10)) == 1
+    assert [j.id for j in claim_jobs(DB, "w", ["default"], 10).jobs] == [due]
+    assert claim_jobs(DB, "w", ["default"], 10).jobs == []
+    assert len(claim_jobs(DB, "w", ["emails", "other"], 10).jobs) == 1
 
 
 def test_claim_with_zero_limit_claims_nothing():
     enqueue_job("t")
-    assert queries.claim(DB, "w", None, 0) == []
+    assert claim_jobs(DB, "w", None, 0).jobs == []
 
 
 def test_concurrent_claims_never_share_a_job():
@@ -58,7 +62,7 @@ def test_concurrent_claims_never_share_a_job():
         barrier.wait()
         try:
             while True:
-                jobs = queries.claim(DB, f"w{n}", None, 3)
+                jobs = claim_jobs(DB, f"w{n}", None, 3).jobs
                 if not jobs:
                     return
                 with lock:
@@ -75,15 +79,18 @@ def test_concurrent_claims_never_share_a_job():
     assert len(claimed) == len(set(claimed))
 
 
-def _claim_plan(tuned: bool, queues: bool = False) -> str:
-    params: list = [["default"]] if queues else []
+def _claim_plan(tuned: bool, queues: bool = False, floor: int | None = None) -> str:
+    params: dict = {"limit": 100, "worker": "w"}
+    params |= {"queues": ["default"]} if queues else {}
+    params |= {} if floor is None else {"min_priority": floor}
+    sql = transitions.claim_sql(queues, floor is not None)
     with transaction.atomic(), connection.cursor() as cursor:
         # Make an ordered index scan look expensive, as stale statistics do (taken when the
         # table held few ready jobs): the planner then prefers to read every ready row.
         cursor.execute("SET LOCAL random_page_cost = 1000")
         if tuned:
-            cursor.execute(queries.CLAIM_PLAN)
-        cursor.execute("EXPLAIN " + queries.claim_sql(queues), [*params, 100, "w"])
+            cursor.execute(transitions.CLAIM_PLAN)
+        cursor.execute("EXPLAIN " + sql, params)
         return "\n".join(r[0] for r in cursor.fetchall())
 
 
@@ -102,10 +109,44 @@ def test_claim_walks_the_claim_index_in_order_whatever_the_estimates():
         assert "Bitmap" not in plan and "Seq Scan" not in plan, plan
 
 
+def test_claim_with_a_priority_floor_takes_only_jobs_at_or_above_it():
+    low = enqueue_job("t", priority=Priority.LOW)
+    normal = enqueue_job("t")
+    high = enqueue_job("t", priority=Priority.HIGH)
+    above = enqueue_job("t", priority=60)
+    critical = enqueue_job("t", priority="critical")
+    claimed = [j.id for j in claim_jobs(DB, "w", None, 10, Priority.HIGH).jobs]
+    assert claimed == [critical, above, high]
+    assert claim_jobs(DB, "w", ["default"], 10, Priority.HIGH).jobs == []
+    assert [j.id for j in claim_jobs(DB, "w", ["default"], 10, Priority.LOW).jobs] == [
+        normal,
+        low,
+    ]
+
+
+def test_the_priority_floor_is_served_by_the_claim_index():
+    """The floor bounds the scan of pqjobs_job_claim: it reads only the ready jobs at or
+    above it, in order, however many lower ones wait."""
+    Job.objects.bulk_create(
+        [Job(job_type="t", status="done", payload={}) for _ in range(2000)]
+        + [Job(job_type="t", payload={}, priority=n % 100) for n in range(3000)]
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE pqjobs_job")
+    for queues in (False, True):
+        plan = _claim_plan(tuned=True, queues=queues, floor=90)
+        picking = plan[plan.index("CTE picked") : plan.index("CTE numbered")]
+        # The floor is an index condition (where the scan starts and stops), not a filter
+        # over rows already read, and the rows come in claim order (no sort).
+        assert "Index Scan using pqjobs_job_claim" in picking, plan
+        assert re.search(r"Index Cond: \(+priority >= 90\)", picking), plan
+        assert "Bitmap" not in plan and "Seq Scan" not in plan and "Sort" not in picking, plan
+
+
 def test_complete_stores_result_and_duration():
     job_id = enqueue_job("t")
-    (job,) = queries.claim(DB, "w", None, 1)
-    assert queries.complete(DB, Claimed.of(job), '{"ok": 1}', 42)
+    (job,) = claim_jobs(DB, "w", None, 1).jobs
+    assert transitions.complete(DB, Completion(Fence.of(job), '{"ok": 1}', 42))
     row = Job.objects.get(pk=job_id)
     assert (row.status, row.result, row.duration_ms) == ("done", {"ok": 1}, 42)
     assert row.finished_at is not None
@@ -113,18 +154,20 @@ def test_complete_stores_result_and_duration():
 
 def test_completion_is_fenced_on_worker_and_attempt():
     enqueue_job("t")
-    (job,) = queries.claim(DB, "w", None, 1)
-    stale = Claimed(job.id, "w", job.attempts)
-    assert not queries.complete(DB, Claimed(job.id, "other", job.attempts), None, 1)
-    assert not queries.complete(DB, Claimed(job.id, "w", job.attempts + 1), None, 1)
+    (job,) = claim_jobs(DB, "w", None, 1).jobs
+    stale = Fence(job.id, "w", job.attempts)
+    assert not transitions.complete(DB, Completion(Fence(job.id, "other", job.attempts), None, 1))
+    assert not transitions.complete(DB, Completion(Fence(job.id, "w", job.attempts + 1), None, 1))
     # the job is rescued and claimed again: the first attempt's late outcome is refused
     Job.objects.filter(pk=job.id).update(heartbeat_at=job.locked_at - timedelta(hours=1))
-    queries.rescue_stale(DB, 60)
-    (again,) = queries.claim(DB, "w", None, 1)
+    transitions.rescue_stale(DB, 60)
+    (again,) = claim_jobs(DB, "w", None, 1).jobs
     assert again.attempts == 2
-    assert not queries.complete(DB, stale, None, 1)
+    assert not transitions.complete(DB, Completion(stale, None, 1))
     assert (
-        queries.end_attempt(DB, stale, outcome="error", error_type="E", error="late", duration_ms=1)
+        transitions.end_attempt(
+            DB, stale, outcome="error", error_type="E", error="late", duration_ms=1
+        )
         is None
     )
     assert Job.objects.get(pk=job.id).status == "running"
@@ -135,11 +178,11 @@ def test_retry_backs_off_and_records_every_failed_attempt_then_fails():
     statuses = []
     for attempt in (1, 2, 3):
         Job.objects.filter(pk=job_id).update(run_after=Job.objects.get(pk=job_id).created_at)
-        (job,) = queries.claim(DB, "w", None, 1)
+        (job,) = claim_jobs(DB, "w", None, 1).jobs
         assert job.attempts == attempt
-        status = queries.end_attempt(
+        status = transitions.end_attempt(
             DB,
-            Claimed.of(job),
+            Fence.of(job),
             outcome="error",
             error_type="ValueError",
             error=f"Traceback...\nValueError: boom {attempt}",
@@ -149,7 +192,7 @@ def test_retry_backs_off_and_records_every_failed_attempt_then_fails():
         statuses.append(status)
         row = Job.objects.get(pk=job_id)
         if status == "ready":
-            now = queries.database_now(DB)
+            now = database_now(DB)
             assert 110 < seconds_between(row.run_after, now) <= 120
             assert row.finished_at is None
     assert statuses == ["ready", "ready", "failed"]
@@ -165,11 +208,11 @@ def test_retry_backs_off_and_records_every_failed_attempt_then_fails():
 def test_permanent_failure_and_cancel_are_final_at_once():
     a = enqueue_job("t", max_attempts=5)
     b = enqueue_job("t", max_attempts=5)
-    ja, jb = queries.claim(DB, "w", None, 2)
+    ja, jb = claim_jobs(DB, "w", None, 2).jobs
     assert (
-        queries.end_attempt(
+        transitions.end_attempt(
             DB,
-            Claimed.of(ja),
+            Fence.of(ja),
             outcome="permanent",
             error_type="E",
             error="no",
@@ -179,9 +222,9 @@ def test_permanent_failure_and_cancel_are_final_at_once():
         == "failed"
     )
     assert (
-        queries.end_attempt(
+        transitions.end_attempt(
             DB,
-            Claimed.of(jb),
+            Fence.of(jb),
             outcome="cancelled",
             error_type="C",
             error="stop",
@@ -192,17 +235,17 @@ def test_permanent_failure_and_cancel_are_final_at_once():
     )
     assert {Job.objects.get(pk=a).status, Job.objects.get(pk=b).status} == {"failed", "cancelled"}
     with pytest.raises(ValueError, match="final"):
-        queries.end_attempt(
-            DB, Claimed.of(ja), outcome="x", error_type="", error="", duration_ms=1, final="done"
+        transitions.end_attempt(
+            DB, Fence.of(ja), outcome="x", error_type="", error="", duration_ms=1, final="done"
         )
 
 
 def test_error_text_is_capped_at_10_kb_keeping_the_end():
     enqueue_job("t")
-    (job,) = queries.claim(DB, "w", None, 1)
+    (job,) = claim_jobs(DB, "w", None, 1).jobs
     huge = "x" * 50_000 + "\nValueError: the real cause"
-    queries.end_attempt(
-        DB, Claimed.of(job), outcome="error", error_type="ValueError", error=huge, duration_ms=1
+    transitions.end_attempt(
+        DB, Fence.of(job), outcome="error", error_type="ValueError", error=huge, duration_ms=1
     )
     row = Job.objects.get(pk=job.id)
     assert len(row.last_error) <= 10 * 1024
@@ -213,23 +256,24 @@ def test_error_text_is_capped_at_10_kb_keeping_the_end():
 
 def test_release_gives_the_attempt_back():
     job_id = enqueue_job("t")
-    (job,) = queries.claim(DB, "w", None, 1)
-    assert queries.release(DB, [Claimed.of(job)]) == [job_id]
+    (job,) = claim_jobs(DB, "w", None, 1).jobs
+    assert transitions.release(DB, [Fence.of(job)]) == [job_id]
     row = Job.objects.get(pk=job_id)
     assert (row.status, row.attempts) == ("ready", 0)
     assert JobAttempt.objects.get(job_id=job_id).outcome == "released"
-    assert queries.release(DB, []) == []
+    assert transitions.release(DB, []) == []
 
 
 def test_rescue_returns_stale_jobs_and_fails_exhausted_ones():
     fresh = enqueue_job("t")
     stale = enqueue_job("t", max_attempts=3)
     exhausted = enqueue_job("t", max_attempts=1)
-    queries.claim(DB, "dead-worker", None, 3)
+    jobs = claim_jobs(DB, "dead-worker", None, 3).jobs
+    transitions.mark_started(DB, [Fence.of(job) for job in jobs])  # their handlers ran
     Job.objects.filter(pk__in=[stale, exhausted]).update(
-        heartbeat_at=queries.database_now(DB) - timedelta(minutes=30)
+        heartbeat_at=database_now(DB) - timedelta(minutes=30)
     )
-    rescued = queries.rescue_stale(DB, 1200)
+    rescued = transitions.rescue_stale(DB, 1200)
     assert {(r.job_id, r.status) for r in rescued} == {(stale, "ready"), (exhausted, "failed")}
     assert Job.objects.get(pk=fresh).status == "running"
     lost = JobAttempt.objects.get(job_id=stale)
@@ -237,24 +281,56 @@ def test_rescue_returns_stale_jobs_and_fails_exhausted_ones():
     assert Job.objects.get(pk=stale).error_type == "WorkerLost"
 
 
+def test_rescue_gives_back_the_attempt_of_a_job_that_never_started():
+    started, unstarted = enqueue_job("t", max_attempts=1), enqueue_job("t", max_attempts=1)
+    jobs = claim_jobs(DB, "killed", None, 2).jobs
+    transitions.mark_started(DB, [Fence.of(job) for job in jobs if job.id == started])
+    Job.objects.filter(pk__in=[started, unstarted]).update(
+        heartbeat_at=database_now(DB) - timedelta(minutes=30)
+    )
+    rescued = {r.job_id: r for r in transitions.rescue_stale(DB, 1200)}
+    assert (rescued[started].status, rescued[started].charged) == ("failed", True)
+    assert (rescued[unstarted].status, rescued[unstarted].charged) == ("ready", False)
+    row = Job.objects.get(pk=unstarted)
+    # the attempt number is not reused (it fences a worker that may still be alive)
+    assert (row.attempts, row.max_attempts, row.error_type) == (1, 2, "WorkerLostBeforeStart")
+    (again,) = claim_jobs(DB, "other", None, 1).jobs
+    assert again.id == unstarted and again.attempts == 2
+
+
+def test_a_job_that_keeps_killing_its_worker_before_its_start_is_recorded_ends():
+    job_id = enqueue_job("t", max_attempts=2)
+    statuses = []
+    for _ in range(6):
+        if Job.objects.get(pk=job_id).status != "ready":
+            break
+        claim_jobs(DB, "killed", None, 1)
+        Job.objects.filter(pk=job_id).update(heartbeat_at=database_now(DB) - timedelta(minutes=30))
+        statuses += [r.status for r in transitions.rescue_stale(DB, 1200)]
+    # three attempts are given back (GIVE_BACK_LIMIT), then they count: 4 of 5, 5 of 5
+    assert transitions.GIVE_BACK_LIMIT == 3
+    assert statuses == ["ready", "ready", "ready", "ready", "failed"]
+
+
 def test_rescue_honours_per_job_timeout():
     job_id = enqueue_job("t", timeout=5)
-    queries.claim(DB, "w", None, 1)
+    claim_jobs(DB, "w", None, 1)
     # the heartbeat is fresh but the job has run far past timeout + stale timeout
-    Job.objects.filter(pk=job_id).update(
-        locked_at=queries.database_now(DB) - timedelta(seconds=100)
-    )
-    assert [r.job_id for r in queries.rescue_stale(DB, 60)] == [job_id]
+    Job.objects.filter(pk=job_id).update(locked_at=database_now(DB) - timedelta(seconds=100))
+    assert [r.job_id for r in transitions.rescue_stale(DB, 60)] == [job_id]
 
 
 def test_only_one_rescuer_at_a_time():
     from django.db import transaction
 
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [queries.REAPER_LOCK_KEY])
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [transitions.REAPER_LOCK_KEY])
         result: list = []
         t = threading.Thread(
-            target=lambda: (result.append(queries.rescue_stale(DB, 60)), connections.close_all())
+            target=lambda: (
+                result.append(transitions.rescue_stale(DB, 60)),
+                connections.close_all(),
+            )
         )
         t.start()
         t.join(10)
@@ -264,28 +340,26 @@ def test_only_one_rescuer_at_a_time():
 def test_cancel_and_requeue():
     claimed_first = enqueue_job("t")
     other = enqueue_job("t")
-    (job,) = queries.claim(DB, "w", None, 1)
+    (job,) = claim_jobs(DB, "w", None, 1).jobs
     assert job.id == claimed_first  # same priority: the older job first
     first_running = Job.objects.running().get()
-    assert queries.cancel(DB, other) == "cancelled"
-    assert queries.cancel(DB, first_running.pk) == "cancel_requested"
+    assert transitions.cancel(DB, other) == "cancelled"
+    assert transitions.cancel(DB, first_running.pk) == "cancel_requested"
     assert Job.objects.get(pk=first_running.pk).cancel_requested_at is not None
-    assert queries.cancel(DB, other) is None
-    assert queries.cancel(DB, 999_999_999) is None
-    assert queries.requeue(DB, other)
+    assert transitions.cancel(DB, other) is None
+    assert transitions.cancel(DB, 999_999_999) is None
+    assert transitions.requeue(DB, other)
     row = Job.objects.get(pk=other)
     assert (row.status, row.attempts, row.finished_at) == ("ready", 0, None)
-    assert not queries.requeue(DB, first_running.pk)
+    assert not transitions.requeue(DB, first_running.pk)
 
 
 def test_heartbeat_reports_lost_jobs_and_cancel_requests():
     a, b = enqueue_job("t"), enqueue_job("t")
-    ja, jb = queries.claim(DB, "w", None, 2)
-    queries.cancel(DB, jb.id)
+    ja, jb = claim_jobs(DB, "w", None, 2).jobs
+    transitions.cancel(DB, jb.id)
     Job.objects.filter(pk=ja.id).update(locked_by="someone-else")
-    result = queries.heartbeat(
-        DB, "w", [Claimed.of(ja), Claimed.of(jb)], hostname="h", pid=1, queues=None, concurrency=2
-    )
+    result = heartbeat(DB, WorkerIdentity("w", "h", 1, None, 2), [Fence.of(ja), Fence.of(jb)])
     assert result.alive == {jb.id}
     assert result.cancel_requested == {jb.id}
     from django_pqjobs.models import WorkerRecord
@@ -299,10 +373,10 @@ def test_prune_deletes_old_finished_jobs_with_their_history():
     Job.objects.filter(pk__in=[old_done, new_done]).update(status="done")
     Job.objects.filter(pk=old_failed).update(status="failed")
     JobAttempt.objects.create(job_id=old_failed, attempt=1, outcome="error")
-    now = queries.database_now(DB)
+    now = database_now(DB)
     Job.objects.filter(pk__in=[old_done, old_failed]).update(finished_at=now - timedelta(days=40))
     Job.objects.filter(pk=new_done).update(finished_at=now)
-    deleted = queries.prune(DB, {"done": 86400, "failed": 86400, "cancelled": None}, batch=1)
+    deleted = housekeeping.prune(DB, {"done": 86400, "failed": 86400, "cancelled": None}, batch=1)
     assert deleted == {"done": 1, "failed": 1, "cancelled": 0}
     assert set(Job.objects.values_list("pk", flat=True)) == {new_done, ready}
     assert not JobAttempt.objects.exists()
@@ -322,7 +396,7 @@ def test_claimed_job_carries_every_field_as_stored():
     Job.objects.filter(pk=job_id).update(
         parent_id=parent, last_error="earlier failure", error_type="ValueError", duration_ms=17
     )
-    (claimed,) = queries.claim(DB, "w", None, 1)
+    (claimed,) = claim_jobs(DB, "w", None, 1).jobs
     stored = Job.objects.get(pk=job_id)
     assert claimed.get_deferred_fields() == set()
     assert not claimed._state.adding and claimed._state.db == DB
@@ -347,13 +421,146 @@ def test_job_tables_are_vacuumed_when_autovacuum_is_off_for_them():
         cursor.execute("ALTER TABLE pqjobs_job SET (autovacuum_enabled = false)")
     try:
         Job.objects.bulk_create([Job(job_type="t", payload={}) for _ in range(12_000)])
-        assert not queries.vacuum_if_needed(DB)  # live rows only: nothing to reclaim
+        assert not housekeeping.vacuum_if_needed(DB)  # live rows only: nothing to reclaim
         Job.objects.all().delete()
         assert _table_stats()[0] >= 12_000
-        assert queries.vacuum_if_needed(DB)
+        assert housekeeping.vacuum_if_needed(DB)
         dead, last_vacuum = _table_stats()
         assert dead == 0 and last_vacuum is not None
-        assert not queries.vacuum_if_needed(DB)
+        assert not housekeeping.vacuum_if_needed(DB)
     finally:
         with connection.cursor() as cursor:
             cursor.execute("ALTER TABLE pqjobs_job RESET (autovacuum_enabled)")
+
+
+# --- operator transitions: requeue numbering, run now, forced release, delete -------------
+
+
+def test_requeue_numbers_attempts_on_with_a_fresh_bound():
+    job_id = enqueue_job("t", max_attempts=2)
+    for _ in range(2):
+        (job,) = claim_jobs(DB, "w", None, 1).jobs
+        transitions.end_attempt(
+            DB, Fence.of(job), outcome="error", error_type="E", error="boom", duration_ms=1
+        )
+        Job.objects.filter(pk=job_id).update(run_after=database_now(DB))
+    assert Job.objects.get(pk=job_id).status == "failed"
+    [requeued] = transitions.requeue_many(DB, [job_id])
+    assert requeued == transitions.Requeued(job_id, "failed", 2, 4)
+    (again,) = claim_jobs(DB, "w2", None, 1).jobs
+    assert (again.attempts, again.max_attempts) == (3, 4)  # attempt 3 of 4: never reused
+    assert again.retried_from == 2  # the claim carries it: the backoff counts from there
+    assert list(JobAttempt.objects.filter(job_id=job_id).values_list("attempt", flat=True)) == [
+        1,
+        2,
+    ]
+    # the old last attempt's worker cannot record over the new one
+    stale = Fence(job_id, "w", 2)
+    assert (
+        transitions.end_attempt(
+            DB, stale, outcome="error", error_type="E", error="late", duration_ms=1
+        )
+        is None
+    )
+
+
+def test_requeue_keeps_max_attempts_inside_32_bits():
+    job_id = enqueue_job("t", max_attempts=2**31 - 1)
+    Job.objects.filter(pk=job_id).update(status="failed", attempts=7)
+    [requeued] = transitions.requeue_many(DB, [job_id])
+    assert requeued.max_attempts == 2**31 - 1
+
+
+def test_run_now_puts_a_due_job_at_the_head_of_its_priority():
+    older = [enqueue_job("t") for _ in range(3)]
+    Job.objects.filter(pk__in=older).update(run_after=database_now(DB) - timedelta(hours=1))
+    newest = enqueue_job("t")
+    urgent = enqueue_job("t", priority=5)
+    delayed = enqueue_job("t", delay=3600)
+    made = transitions.run_now_many(DB, [newest, delayed, 999_999_999])
+    assert made == [transitions.MadeDue(newest, False), transitions.MadeDue(delayed, True)]
+    claimed = [j.id for j in claim_jobs(DB, "w", None, 10).jobs]
+    # the higher priority still goes first; then the two made due, in id order
+    assert claimed == [urgent, newest, delayed, *older]
+
+
+def test_run_now_skips_jobs_that_are_not_ready():
+    running = enqueue_job("t")
+    claim_jobs(DB, "w", None, 1)
+    blocked = enqueue_job("t")
+    Job.objects.filter(pk=blocked).update(status="blocked", blocked_by="paused")
+    done = enqueue_job("t")
+    Job.objects.filter(pk=done).update(status="done")
+    assert transitions.run_now_many(DB, [running, blocked, done]) == []
+
+
+def test_force_release_is_fenced_against_the_old_worker():
+    job_id = enqueue_job("t", max_attempts=3)
+    (job,) = claim_jobs(DB, "stuck-worker", None, 1).jobs
+    old = Fence.of(job)
+    assert transitions.force_release(DB, Fence(job_id, "other", 1), "x") is None
+    assert transitions.force_release(DB, Fence(job_id, "stuck-worker", 2), "x") is None
+    assert transitions.force_release(DB, old, "released by alice") == "ready"
+    row = Job.objects.get(pk=job_id)
+    # the attempt is given back by allowing one more, never by reusing its number
+    assert (row.status, row.attempts, row.max_attempts) == ("ready", 1, 4)
+    attempt = JobAttempt.objects.get(job_id=job_id)
+    assert (attempt.attempt, attempt.worker_id, attempt.outcome, attempt.error_type) == (
+        1,
+        "stuck-worker",
+        "released",
+        "ReleasedByOperator",
+    )
+    assert attempt.traceback == "released by alice"
+    assert transitions.force_release(DB, old, "again") is None  # no longer running
+    (again,) = claim_jobs(DB, "new-worker", None, 1).jobs
+    assert again.attempts == 2
+    # the stuck worker wakes up: every outcome it records is fenced off
+    assert not transitions.complete(DB, transitions.Completion(old, None, 5))
+    assert (
+        transitions.end_attempt(
+            DB, old, outcome="error", error_type="E", error="late", duration_ms=1
+        )
+        is None
+    )
+    assert transitions.force_release(DB, old, "x") is None
+    row = Job.objects.get(pk=job_id)
+    assert (row.status, row.locked_by, row.attempts) == ("running", "new-worker", 2)
+
+
+def test_force_release_honours_a_cancel_request():
+    job_id = enqueue_job("t")
+    (job,) = claim_jobs(DB, "w", None, 1).jobs
+    transitions.cancel(DB, job_id)
+    assert transitions.force_release(DB, Fence.of(job), "x") == "cancelled"
+    assert Job.objects.get(pk=job_id).finished_at is not None
+
+
+def test_delete_unless_running_keeps_running_jobs():
+    running = enqueue_job("t")
+    claim_jobs(DB, "w", None, 1)
+    failed = enqueue_job("t")
+    Job.objects.filter(pk=failed).update(status="failed")
+    JobAttempt.objects.create(job_id=failed, attempt=1, outcome="error")
+    ready = enqueue_job("tests.echo")
+    deleted = transitions.delete_unless_running(DB, [running, failed, ready])
+    assert deleted == [
+        transitions.Deleted(failed, "t", "failed"),
+        transitions.Deleted(ready, "tests.echo", "ready"),
+    ]
+    assert list(Job.objects.values_list("pk", flat=True)) == [running]
+    assert not JobAttempt.objects.exists()
+
+
+def test_completion_clears_the_error_of_earlier_attempts():
+    job_id = enqueue_job("t")
+    (job,) = claim_jobs(DB, "w", None, 1).jobs
+    transitions.end_attempt(
+        DB, Fence.of(job), outcome="error", error_type="ValueError", error="boom", duration_ms=1
+    )
+    Job.objects.filter(pk=job_id).update(run_after=database_now(DB))
+    (job,) = claim_jobs(DB, "w", None, 1).jobs
+    assert transitions.complete(DB, transitions.Completion(Fence.of(job), None, 3))
+    row = Job.objects.get(pk=job_id)
+    assert (row.status, row.last_error, row.error_type) == ("done", "", "")
+    assert JobAttempt.objects.get(job_id=job_id).traceback == "boom"  # the history keeps it

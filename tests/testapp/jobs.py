@@ -2,17 +2,21 @@
 
 import asyncio
 import gc
+import math
 import os
 import time
 
 from django.db import transaction
 from django.db.models import F
 
-from django_pqjobs import JobContext, PermanentError, Retry, job
+from django_pqjobs import JobContext, PermanentError, Retry, StepBackoff, job
 
 from .models import Counter, Effect
 
 
+# "t": the short type of the tests that look at jobs rather than at what they do (the
+# admin, the state machine); enqueue_job refuses a type no handler is registered for.
+@job("t")
 @job("tests.noop")
 def noop(ctx: JobContext) -> None:
     return None
@@ -209,3 +213,86 @@ def iso_sleep(ctx: JobContext) -> None:
 def effect_idempotent(ctx: JobContext) -> None:
     """Like tests.effect, but safe to run twice (the at-least-once way to write a handler)."""
     Effect.objects.get_or_create(key=f"job:{ctx.job.id}", defaults={"worker": ctx.worker_id})
+
+
+# --- bad data a handler can produce (hardening) ------------------------------------------
+
+
+@job("tests.bad_output", max_attempts=1)
+def bad_output(ctx: JobContext) -> object:
+    """Returns, reports or raises something a database column cannot hold as given."""
+    kind = ctx.job.payload["kind"]
+    if kind == "nul_result":
+        return {"text": "extracted from a pdf\x00with a NUL"}
+    if kind == "surrogate_result":
+        return {"text": "half a pair \udc80"}
+    if kind == "huge_result":
+        return {"blob": "x" * (2 * 1024 * 1024)}
+    if kind == "nan_progress":
+        ctx.set_progress(math.nan, 10)
+    if kind == "nul_progress_message":
+        ctx.set_progress(1, 2, "page\x00two")
+        return {"ok": True}
+    if kind == "nul_error":
+        raise ValueError("could not parse 'abc\x00def'")
+    if kind == "surrogate_error":
+        raise ValueError("bad text \ud800 here")
+    raise AssertionError(f"unknown kind {kind!r}")
+
+
+@job("tests.iso_nul_error", isolation="process", max_attempts=1)
+def iso_nul_error(ctx: JobContext) -> None:
+    raise ValueError("child saw 'abc\x00def'")
+
+
+@job("tests.effect_quick_retry", backoff=[0.2])
+def effect_quick_retry(ctx: JobContext) -> None:
+    """Safe to run twice; retried at once if the database was away mid-handler."""
+    Effect.objects.get_or_create(key=f"job:{ctx.job.id}", defaults={"worker": ctx.worker_id})
+
+
+# --- flow control --------------------------------------------------------------------------
+
+
+@job("tests.limited", concurrency=1, concurrency_key="k:{k}", max_attempts=1)
+def limited(ctx: JobContext) -> None:
+    time.sleep(float(ctx.job.payload.get("seconds", 0.005)))
+
+
+@job("tests.limited3", concurrency=3, concurrency_key="k:{k}", max_attempts=1)
+def limited3(ctx: JobContext) -> None:
+    time.sleep(float(ctx.job.payload.get("seconds", 0.005)))
+
+
+@job("tests.rated", rate="20/s", max_attempts=1)
+def rated(ctx: JobContext) -> None:
+    return None
+
+
+@job("tests.capped", concurrency=1, concurrency_key="k:{k}", max_waiting=2)
+def capped(ctx: JobContext) -> None:
+    return None
+
+
+@job("tests.capped_skip", concurrency=1, max_waiting=1, when_waiting_full="skip")
+def capped_skip(ctx: JobContext) -> None:
+    return None
+
+
+# --- retries after an outage ---------------------------------------------------------------
+
+
+@job("tests.outage")
+def outage(ctx: JobContext) -> None:
+    """Fails as every job does while a dependency is down (default backoff)."""
+    raise ConnectionError("the payment provider is down")
+
+
+@job("tests.outage_exact_steps", backoff=StepBackoff(jitter=False))
+def outage_exact_steps(ctx: JobContext) -> None:
+    raise ConnectionError("the payment provider is down")
+
+
+@job("tests.replaceable", dedupe="replace")
+def replaceable(ctx: JobContext) -> None:
+    """A job type whose duplicates replace each other unless the caller says otherwise."""

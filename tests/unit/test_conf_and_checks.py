@@ -1,8 +1,16 @@
+import importlib
+import re
+from pathlib import Path
+
 import pytest
 from django.core.checks import run_checks
 from django.test import override_settings
 
-from django_pqjobs.conf import CHECK_IDS, conf
+from django_pqjobs.conf import Settings, conf
+
+
+def check_id(key: str) -> str:
+    return Settings.declaration(key).check_id
 
 
 def _ids(**pqjobs):
@@ -59,7 +67,7 @@ def test_settings_are_read_at_access_time():
     ],
 )
 def test_each_invalid_setting_has_its_stable_check_id(key, value):
-    assert CHECK_IDS[key] in _ids(**{key: value})
+    assert check_id(key) in _ids(**{key: value})
 
 
 def test_unknown_key_warns():
@@ -67,7 +75,8 @@ def test_unknown_key_warns():
 
 
 def test_check_ids_are_unique():
-    assert len(set(CHECK_IDS.values())) == len(CHECK_IDS)
+    ids = [setting.check_id for setting in Settings.declarations()]
+    assert len(set(ids)) == len(ids)
 
 
 def test_unknown_database_alias():
@@ -103,7 +112,7 @@ def test_environment_variables_are_honoured(monkeypatch):
 def test_bad_environment_variable_fails_the_check_naming_the_variable(monkeypatch):
     monkeypatch.setenv("WORKER_CONCURRENCY", "four")
     with override_settings(PQJOBS={}):
-        messages = [m for m in run_checks() if m.id == CHECK_IDS["CONCURRENCY"]]
+        messages = [m for m in run_checks() if m.id == check_id("CONCURRENCY")]
     assert messages and "WORKER_CONCURRENCY" in messages[0].msg
 
 
@@ -135,3 +144,117 @@ def test_validated_values_are_reused_until_the_setting_changes(settings, monkeyp
     monkeypatch.setenv("WORKER_CONCURRENCY", "zero")
     with pytest.raises(ValueError, match="WORKER_CONCURRENCY"):
         conf.CONCURRENCY  # noqa: B018
+
+
+# --- one declaration per setting -----------------------------------------------------------
+
+SETTINGS_DOC = Path(__file__).resolve().parents[2] / "docs" / "reference" / "settings.md"
+
+
+def documented_settings() -> dict[str, tuple[str, str]]:
+    """``{key: (env var or '', check id)}`` from the table in docs/reference/settings.md."""
+    documented = {}
+    for line in SETTINGS_DOC.read_text().splitlines():
+        cells = [cell.strip().strip("`") for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and re.fullmatch(r"[A-Z_]+", cells[0]):
+            key, _default, env, check, _meaning = cells
+            documented[key] = (env, f"pqjobs.{check}")
+    return documented
+
+
+@pytest.mark.parametrize("setting", list(Settings.declarations()), ids=lambda s: s.name)
+def test_each_declaration_is_complete_and_documented(setting):
+    """A new setting needs only its declaration (and its row in the reference docs)."""
+    setting.validate(setting.default, f"PQJOBS[{setting.name!r}]")  # the default is valid
+    assert re.fullmatch(r"pqjobs\.E\d{3}", setting.check_id)
+    assert setting.meaning.strip()
+    assert documented_settings().get(setting.name) == (setting.env or "", setting.check_id)
+    with override_settings(PQJOBS={}):
+        getattr(conf, setting.name)  # readable through the settings object
+
+
+def test_declarations_and_docs_list_the_same_settings():
+    declared = [setting.name for setting in Settings.declarations()]
+    assert len(declared) == len(set(declared)) >= 28
+    assert set(documented_settings()) == set(declared)
+    check_ids = [setting.check_id for setting in Settings.declarations()]
+    assert len(check_ids) == len(set(check_ids))
+
+
+def test_the_unknown_key_warning_suggests_a_close_match():
+    with override_settings(PQJOBS={"CONCURENCY": 4, "stale_timeout": 5, "NOTHING_LIKE_IT": 1}):
+        messages = {m.msg for m in run_checks() if m.id == "pqjobs.W001"}
+    assert messages == {
+        "PQJOBS has an unknown key 'CONCURENCY'; did you mean 'CONCURRENCY'?",
+        "PQJOBS has an unknown key 'stale_timeout'; did you mean 'STALE_TIMEOUT'?",
+        "PQJOBS has an unknown key 'NOTHING_LIKE_IT'",
+    }
+
+
+@pytest.mark.parametrize(
+    "text, enabled",
+    [
+        *[(word, True) for word in ("true", "TRUE", "True", "1", "yes", "Yes", "on", " ON ")],
+        *[(word, False) for word in ("false", "FALSE", "0", "no", "NO", "off", "Off", "")],
+    ],
+)
+def test_worker_enabled_accepts_the_documented_words_in_any_case(monkeypatch, text, enabled):
+    monkeypatch.setenv("WORKER_ENABLED", text)
+    with override_settings(PQJOBS={}):
+        assert conf.ENABLED is enabled
+        assert "pqjobs.E014" not in _ids()
+
+
+def test_an_unrecognised_worker_enabled_value_is_a_check_error(monkeypatch):
+    monkeypatch.setenv("WORKER_ENABLED", "enabled")
+    with override_settings(PQJOBS={}):
+        [message] = [m for m in run_checks() if m.id == "pqjobs.E014"]
+        with pytest.raises(ValueError, match="WORKER_ENABLED"):
+            conf.ENABLED  # noqa: B018
+    assert message.msg == (
+        "environment variable WORKER_ENABLED must be one of true/false/1/0/yes/no/on/off "
+        "(any case), got 'enabled'"
+    )
+
+
+def test_listen_database_defaults_to_database(settings):
+    settings.PQJOBS = {"DATABASE": "jobs"}
+    assert conf.LISTEN_DATABASE == "jobs"
+    settings.PQJOBS = {"DATABASE": "jobs", "LISTEN_DATABASE": "direct"}
+    assert conf.LISTEN_DATABASE == "direct"
+
+
+def test_checks_are_registered_by_the_app_not_by_importing_the_modules():
+    from django.core.checks import registry
+
+    import django_pqjobs.checks
+    import django_pqjobs.schedules.checks
+
+    registered = {check.__qualname__: check for check in registry.registry.registered_checks}
+    assert registered["check_settings"].tags == ("compatibility",)
+    assert registered["check_schedules"].tags == ("compatibility",)
+    before = set(registry.registry.registered_checks)
+    importlib.reload(django_pqjobs.checks)
+    importlib.reload(django_pqjobs.schedules.checks)
+    assert set(registry.registry.registered_checks) == before
+
+
+def test_bad_hook_setting_fails_its_check(settings):
+
+    settings.PQJOBS = {"HOOKS": {"pre_execute": "no.such.module.fn"}}
+    assert "pqjobs.E033" in {m.id for m in run_checks()}
+    settings.PQJOBS = {"HOOKS": {"before": print}}
+    assert "pqjobs.E033" in {m.id for m in run_checks()}
+    settings.PQJOBS = {"ISOLATION": "vm"}
+    assert "pqjobs.E032" in {m.id for m in run_checks()}
+
+
+def test_queue_rates_are_validated_and_unknown_queues_warned_about():
+    from django.core.checks import run_checks
+
+    with override_settings(PQJOBS={"QUEUE_RATES": {"default": "5/s", "emial": "100/m"}}):
+        messages = {m.id: m.msg for m in run_checks() if m.id and m.id.startswith("pqjobs")}
+    assert "'emial'" in messages["pqjobs.W050"]
+    with override_settings(PQJOBS={"QUEUE_RATES": {"default": "fast"}}):
+        messages = {m.id: m.msg for m in run_checks() if m.id and m.id.startswith("pqjobs")}
+    assert "'100/m'" in messages["pqjobs.E051"]

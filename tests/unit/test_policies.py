@@ -11,15 +11,50 @@ from django_pqjobs.policies import (
     make_delays,
 )
 
+DESIGN_STEPS = [60, 300, 1800, 7200, 21600, 21600, 21600]
 
-def test_default_backoff_follows_the_design_document():
+
+def test_default_backoff_follows_the_design_document_spread_by_ten_percent():
     policy = make_backoff("default")
-    assert [policy.delay(n) for n in range(1, 8)] == [60, 300, 1800, 7200, 21600, 21600, 21600]
+    assert isinstance(policy, StepBackoff) and policy.jitter == 0.1
+    centre = StepBackoff(rng=lambda: 0.5)
+    earliest = StepBackoff(rng=lambda: 0.0)
+    latest = StepBackoff(rng=lambda: 1.0)
+    assert [centre.delay(n) for n in range(1, 8)] == DESIGN_STEPS
+    assert [earliest.delay(n) for n in range(1, 8)] == pytest.approx(
+        [0.9 * s for s in DESIGN_STEPS]
+    )
+    assert [latest.delay(n) for n in range(1, 8)] == pytest.approx([1.1 * s for s in DESIGN_STEPS])
+    delays = [policy.delay(1) for _ in range(200)]
+    assert all(54 <= d <= 66 for d in delays)
+    assert max(delays) - min(delays) > 6  # drawn, not fixed
+
+
+def test_jitter_false_restores_the_exact_steps():
+    exact = StepBackoff(jitter=False, rng=lambda: 0.0)
+    assert [exact.delay(n) for n in range(1, 8)] == DESIGN_STEPS
+    from_setting = make_backoff({"kind": "steps", "jitter": False})
+    assert [from_setting.delay(n) for n in range(1, 8)] == DESIGN_STEPS
+    assert make_backoff({"kind": "steps", "steps": [5], "jitter": 0}).delay(1) == 5
+
+
+def test_step_jitter_takes_a_fraction():
+    wide = StepBackoff((100,), jitter=0.25, rng=lambda: 0.0)
+    assert wide.delay(1) == 75
+    assert make_backoff({"kind": "steps", "steps": [100], "jitter": 0.5}).jitter == 0.5
+
+
+@pytest.mark.parametrize("jitter", [1, 1.5, -0.1, float("nan"), "10%", None])
+def test_step_jitter_out_of_range_is_refused(jitter):
+    with pytest.raises(ValueError, match="jitter must be True, False or a fraction"):
+        StepBackoff(jitter=jitter)
 
 
 def test_step_backoff_accepts_timedeltas_and_repeats_last_step():
     policy = make_backoff([timedelta(seconds=5), 10])
-    assert [policy.delay(n) for n in (1, 2, 3, 9)] == [5, 10, 10, 10]
+    assert policy.jitter == 0.1  # a list of steps is spread like the default
+    exact = StepBackoff((timedelta(seconds=5), 10), jitter=False)
+    assert [exact.delay(n) for n in (1, 2, 3, 9)] == [5, 10, 10, 10]
 
 
 def test_exponential_backoff_without_jitter_is_capped():

@@ -82,7 +82,7 @@ def test_default_name_is_the_dotted_path(cleanup_types):
     "options, message",
     [
         ({"queue": ""}, "queue"),
-        ({"priority": "high"}, "priority"),
+        ({"priority": "urgent"}, "priority"),
         ({"max_attempts": 0}, "max_attempts"),
         ({"timeout": -3}, "timeout"),
         ({"backoff": "sometimes"}, "backoff"),
@@ -146,7 +146,7 @@ def test_oversized_payload_reports_size_and_limit():
         serialize_payload("big", {"blob": "x" * 200})
 
 
-def test_prepare_fills_defaults_from_job_type_then_settings():
+def test_prepare_fills_defaults_from_job_type_then_settings(unknown_job_types_allowed):
     prepared = prepare("send_receipt", {"order_id": 1})
     assert (prepared.queue, prepared.max_attempts, prepared.timeout) == ("emails", 5, 60.0)
     prepared = prepare("not.registered")
@@ -180,8 +180,56 @@ def test_prepare_refuses_bad_options(options, message):
         prepare("t", {}, **options)
 
 
+def test_named_priorities_are_accepted_by_job_enqueue_settings_and_schedules(cleanup_types):
+    from django_pqjobs import Priority
+    from django_pqjobs.recurrence import build_spec
+
+    cleanup_types.append("unit.urgent")
+
+    @job("unit.urgent", priority=Priority.CRITICAL)
+    def handler(ctx):
+        return None
+
+    assert registry.get("unit.urgent").priority == 100
+    assert prepare("unit.urgent").priority == 100
+    assert prepare("unit.urgent", priority="low").priority == -50
+    with override_settings(PQJOBS={"DEFAULT_PRIORITY": "high"}):
+        assert prepare("t").priority == 50
+    spec = build_spec("nightly", "t", interval=60, priority="high")
+    assert spec.priority == 50
+
+
 def test_job_type_name_is_validated():
     with pytest.raises(InvalidJobOption, match="job_type"):
         prepare("", {})
     with pytest.raises(InvalidJobOption, match="job_type"):
         prepare(None, {})  # type: ignore[arg-type]
+
+
+def test_resolver_supplies_unregistered_types_once(cleanup_types):
+    from django_pqjobs.registry import JobType, Registry
+
+    calls: list[str] = []
+
+    def resolver(name: str) -> JobType | None:
+        calls.append(name)
+        return JobType(name=name, handler=lambda ctx: None) if name.startswith("ok.") else None
+
+    local = Registry()
+    local.add_resolver(resolver)
+    local.add_resolver(resolver)  # added once
+    assert local.resolve("ok.one") is not None
+    assert local.resolve("ok.one") is local.get("ok.one")  # registered: not asked again
+    assert local.resolve("nope") is None
+    assert calls == ["ok.one", "nope"]
+
+
+def test_isolation_options_are_validated():
+    with pytest.raises(InvalidJobOption, match="isolation"):
+        job("x", isolation="container")
+    with pytest.raises(InvalidJobOption, match="memory_limit needs"):
+        job("x", memory_limit="512M")
+    with pytest.raises(InvalidJobOption, match="at least 16M"):
+        job("x", isolation="process", memory_limit="lots")
+    with pytest.raises(InvalidJobOption, match="cannot be combined"):
+        job("x", isolation="process", atomic=True)

@@ -10,9 +10,8 @@ from django.core.checks import run_checks
 from django.test import override_settings
 
 from django_pqjobs import InvalidJobOption, job
-from django_pqjobs.conf import CHECK_IDS, conf
-from django_pqjobs.registry import registry
-from django_pqjobs.schedules.timing import (
+from django_pqjobs.conf import Settings, conf
+from django_pqjobs.recurrence import (
     ScheduleError,
     Timing,
     build_spec,
@@ -21,6 +20,7 @@ from django_pqjobs.schedules.timing import (
     validate_cron,
     validate_timezone,
 )
+from django_pqjobs.registry import registry
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -227,7 +227,7 @@ def test_settings_schedules_are_validated_fully():
         ({"name": "a", "job_type": "x", "cron": "* * * * *", "interval": 5}, "not both"),
         ({"name": "a", "job_type": "x", "cron": "* * * * *", "when": 1}, "unknown keys"),
         ({"job_type": "x", "cron": "* * * * *"}, "needs 'name'"),
-        ({"name": "a", "job_type": "x", "cron": "* * * * *", "priority": "high"}, "priority"),
+        ({"name": "a", "job_type": "x", "cron": "* * * * *", "priority": "urgent"}, "priority"),
     ]
     for item, message in bad:
         with pytest.raises(ScheduleError, match=message):
@@ -270,7 +270,7 @@ def _ids(**pqjobs):
     ],
 )
 def test_invalid_schedules_setting_fails_the_system_check(value):
-    assert CHECK_IDS["SCHEDULES"] == "pqjobs.E040"
+    assert Settings.SCHEDULES.check_id == "pqjobs.E040"
     assert "pqjobs.E040" in _ids(SCHEDULES=value)
 
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import getpass
+from typing import Any
 
+from ... import options
 from ...durations import parse_duration
+from ...options import actor as options_actor
 
 
 def duration(text: str) -> float:
@@ -25,6 +29,42 @@ def positive_int(text: str) -> int:
 
 
 def queue_name(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("queue name must not be empty")
-    return text
+    try:
+        return options.queue_name(text, "queue name")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def actor(text: str) -> str:
+    try:
+        return options_actor(text, "the name")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def job_type_name(text: str) -> str:
+    try:
+        return options.job_type_name(text, "job type")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_by(parser: argparse.ArgumentParser, recorded: str) -> None:
+    """``--by``: who acts, for the audit trail."""
+    parser.add_argument(
+        "--by",
+        type=actor,
+        default=None,
+        help=f"who does it, recorded with the {recorded} in the audit trail the admin shows "
+        "(default: the system user running the command)",
+    )
+
+
+def who(options: dict[str, Any]) -> str:
+    """``--by``, or the system user running the command."""
+    if options["by"] is not None:
+        return str(options["by"])
+    try:
+        return options_actor(getpass.getuser())
+    except (KeyError, OSError, ValueError):  # no name for this uid (containers), or odd
+        return "manage.py"

@@ -1,17 +1,24 @@
-"""``manage.py prune_jobs``: delete finished jobs past their retention period."""
+"""``manage.py prune_jobs``: delete finished jobs (and operator actions of the audit trail)
+past their retention period."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
+from ... import audit
 from ...conf import conf
+from ...worker.housekeeping import prune
 from ._arguments import duration
+from ._base import PQJobsCommand
 
 
-class Command(BaseCommand):
-    help = "Delete done / failed / cancelled jobs older than PQJOBS['RETENTION'] (with history)."
+class Command(PQJobsCommand):
+    help = (
+        "Delete done / failed / cancelled jobs older than PQJOBS['RETENTION'] (with history), "
+        "and operator actions older than PQJOBS['AUDIT_RETENTION']."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         for status in ("done", "failed", "cancelled"):
@@ -24,14 +31,17 @@ class Command(BaseCommand):
             )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ...worker import queries
-
+        alias = self.alias(options)
         retention = dict(conf.RETENTION)
         for status in ("done", "failed", "cancelled"):
             if options[status] is not None:
                 retention[status] = options[status]
-        deleted = queries.prune(conf.DATABASE, retention)
+        deleted = prune(alias, retention)
         for status, count in deleted.items():
             kept = retention[status]
             rule = "kept forever" if kept is None else f"older than {kept:g} s"
-            self.stdout.write(f"{status}: deleted {count} ({rule})")
+            self.summary(f"{status}: deleted {count} ({rule})")
+        kept = conf.AUDIT_RETENTION
+        actions = audit.prune(alias, kept)
+        rule = "kept forever" if kept is None else f"older than {kept:g} s"
+        self.summary(f"operator actions: deleted {actions} ({rule})")

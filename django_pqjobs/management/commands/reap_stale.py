@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from ...conf import conf
+from ...printable import printable
+from ...worker.housekeeping import reap_stale
 from ._arguments import duration
+from ._base import PQJobsCommand
 
 
-class Command(BaseCommand):
+class Command(PQJobsCommand):
     help = (
         "Give running jobs whose worker stopped heartbeating back to ready (or failed when "
         "their attempts are used up). Workers do this on their own every REAP_INTERVAL."
@@ -26,18 +29,17 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ...worker.maintenance import reap_stale
-
+        alias = self.alias(options)
         stale = options["older_than"]
         if stale is None:
             stale = conf.STALE_TIMEOUT
-        rescued = reap_stale(conf.DATABASE, stale)
+        rescued = reap_stale(alias, stale)
         if rescued is None:
-            self.stdout.write("another worker is rescuing stale jobs right now; nothing done")
+            self.summary("another worker is rescuing stale jobs right now; nothing done")
             return
         for job in rescued:
-            self.stdout.write(
-                f"job {job.job_id} {job.job_type} attempt {job.attempt} "
-                f"(worker {job.worker_id}) -> {job.status}"
+            self.detail(
+                f"job {job.job_id} {printable(job.job_type)} attempt {job.attempt} "
+                f"(worker {printable(job.worker_id)}) -> {job.status}"
             )
-        self.stdout.write(f"rescued {len(rescued)} stale job(s) (no heartbeat for {stale:g} s)")
+        self.summary(f"rescued {len(rescued)} stale job(s) (no heartbeat for {stale:g} s)")

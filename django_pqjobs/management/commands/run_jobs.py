@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import argparse
 import gc
 import logging
 import sys
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
+from django.db import OperationalError
 
+from ... import options as job_options
+from ... import schema
 from ...conf import conf
-from ...registry import registry
+from ...errors import DatabaseNotReady, InvalidJobOption
+from ...printable import printable
+from ...registry import JobType, registry
 from ._arguments import duration, positive_int, queue_name
+from ._base import PQJobsCommand
 
 
-class Command(BaseCommand):
+class Command(PQJobsCommand):
     help = (
         "Run a django-pqjobs worker: N executor threads claim and run jobs until SIGTERM / "
         "SIGINT (graceful; a second signal exits at once) or, with --burst, until the queue "
@@ -38,6 +45,14 @@ class Command(BaseCommand):
             default=None,
             help="queue to take jobs from; repeatable "
             "(default: PQJOBS['QUEUES'], else every queue)",
+        )
+        parser.add_argument(
+            "--min-priority",
+            type=priority_floor,
+            default=None,
+            metavar="PRIORITY",
+            help="take only jobs of at least this priority: a whole number or low, normal, "
+            "high, critical (default: every priority)",
         )
         parser.add_argument(
             "--burst", action="store_true", help="run the jobs that are due, then exit"
@@ -68,30 +83,88 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         from ...worker.worker import Worker
 
+        alias = self.alias(options)
         if not conf.ENABLED:
-            self.stdout.write("worker disabled (WORKER_ENABLED / PQJOBS['ENABLED'] is false)")
+            self.summary("worker disabled (WORKER_ENABLED / PQJOBS['ENABLED'] is false)")
             return
         worker_id = options["worker_id"]
         if worker_id is not None and (not worker_id.strip() or len(worker_id) > 200):
             raise CommandError("--worker-id must be 1-200 characters")
+        _require_migrated(alias)
         _configure_logging(options["verbosity"])
-        if options["verbosity"] >= 1:
-            names = ", ".join(registry.names()) or "(none: no jobs modules found)"
-            self.stdout.write(f"job types: {names}")
+        job_types = registry.all()
+        names = ", ".join(t.name for t in job_types) or "(none: no jobs modules found)"
+        self.summary(printable(f"job types: {names}"))
+        for job_type in job_types:
+            self.detail(printable(f"    {job_type.name}{_declared_options(job_type)}"))
         worker = Worker(
             concurrency=options["concurrency"],
             queues=options["queues"],
+            min_priority=options["min_priority"],
             worker_id=worker_id,
             burst=options["burst"],
             max_jobs=options["max_jobs"],
             shutdown_timeout=options["shutdown_timeout"],
             isolation=options["isolation"],
+            database=alias,
+            # -v 2 adds a line per successful job (they cost throughput; see LOG_SUCCESSES)
+            log_successes=True if options["verbosity"] >= 2 else None,
             install_signal_handlers=True,
         )
         _freeze_startup_heap()
         code = worker.run()
         if code:
             sys.exit(code)
+
+
+def _require_migrated(alias: str) -> None:
+    """Stop with one line when the job tables are missing or behind this code: a worker
+    would otherwise log the same database error on every claim, for ever."""
+    try:
+        schema.require_postgresql(alias)
+        missing = schema.missing_migrations(alias)
+    except DatabaseNotReady as exc:
+        raise CommandError(str(exc)) from None
+    except OperationalError:
+        return  # the database is not reachable yet: the worker waits for it as it always does
+    if missing:
+        shown = ", ".join(missing[:3]) + (
+            f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        )
+        raise CommandError(
+            f"the job tables of database {alias!r} are missing or out of date (not applied: "
+            f"{shown}): run `manage.py migrate` first"
+        )
+
+
+def priority_floor(text: str) -> int:
+    """``--min-priority``: a whole number or the name of a ``Priority``."""
+    try:
+        value: object = int(text)
+    except ValueError:
+        value = text
+    try:
+        return job_options.priority(value, "--min-priority")
+    except InvalidJobOption as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _declared_options(job_type: JobType) -> str:
+    """`` (queue=emails, timeout=30)``: the options ``@job`` set (the rest are defaults)."""
+    declared = {
+        "queue": job_type.queue,
+        "priority": job_type.priority,
+        "max_attempts": job_type.max_attempts,
+        "timeout": job_type.timeout,
+        "isolation": job_type.isolation,
+        "atomic": job_type.atomic or None,
+    }
+    shown = ", ".join(
+        f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
+        for key, value in declared.items()
+        if value is not None
+    )
+    return f" ({shown})" if shown else ""
 
 
 def _freeze_startup_heap() -> None:

@@ -1,29 +1,45 @@
-"""``manage.py demo``: enqueue sample jobs, run a worker until they finish, show what happened."""
+"""``manage.py demo``: enqueue sample jobs, run a worker until they finish and the recurring
+job has run a few times, show what happened."""
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
+from django.db.models import Max, QuerySet, Sum
 
 from django_pqjobs import enqueue_job, enqueue_on_commit
-from django_pqjobs.models import Job, JobAttempt
+from django_pqjobs.models import Job, JobAttempt, Schedule
 from django_pqjobs.worker.worker import Worker
 from shop.models import Order
 
 DEMO_TYPES = ["send_receipt", "flaky_report", "summarize", "import_contacts"]
+SCHEDULE = "order-stats"  # declared in PQJOBS["SCHEDULES"] (config/settings.py)
+SCHEDULED_TYPE = "order_stats"
 
 
 class Command(BaseCommand):
-    help = "Enqueue the demo jobs, run a worker until they are finished, print a summary."
+    help = (
+        "Enqueue the demo jobs, run a worker until they are finished and the recurring job "
+        "has run, print a summary."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--timeout", type=float, default=60, help="seconds to wait at most")
+        parser.add_argument(
+            "--scheduled-runs",
+            type=int,
+            default=2,
+            help="finished runs of the recurring job to wait for (default 2)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        Job.objects.filter(job_type__in=DEMO_TYPES).delete()
+        Job.objects.filter(job_type__in=[*DEMO_TYPES, SCHEDULED_TYPE]).delete()
+        # Job ids only grow: the jobs of this run are the ones above this id.
+        self.first_id = Job.objects.aggregate(last=Max("id"))["last"] or 0
         out = self.stdout
 
         out.write("Enqueueing:")
@@ -36,14 +52,21 @@ class Command(BaseCommand):
         out.write(f"  flaky_report enqueued twice with one dedupe_key: ids {first} and {again}")
         enqueue_job("import_contacts", {"path": "/nonexistent/contacts.csv"})
         out.write("  import_contacts enqueued (its file does not exist: it will fail for good)")
+        out.write(f"  and the schedule {SCHEDULE!r} enqueues {SCHEDULED_TYPE} every 5 seconds")
 
-        out.write("\nRunning a worker (2 executor threads) until the demo jobs are finished...")
+        wanted = options["scheduled_runs"]
+        out.write(
+            "\nRunning a worker (2 executor threads) until the demo jobs are finished and "
+            f"{SCHEDULED_TYPE} has run {wanted} times..."
+        )
         worker = Worker(concurrency=2, shutdown_timeout=5)
         worker.run_in_thread("demo-worker")
         started = time.monotonic()
         try:
             while time.monotonic() - started < options["timeout"]:
-                if not Job.objects.filter(job_type__in=DEMO_TYPES).active().exists():
+                demo_active = self.demo_jobs().active().exists()
+                runs = self.scheduled_runs().filter(status="done").count()
+                if not demo_active and runs >= wanted:
                     break
                 time.sleep(0.2)
             else:
@@ -55,24 +78,22 @@ class Command(BaseCommand):
         out.write(f"  finished in {time.monotonic() - started:.1f} s\n")
         self.summary()
 
+    def demo_jobs(self) -> QuerySet[Job]:
+        return Job.objects.filter(job_type__in=DEMO_TYPES, id__gt=self.first_id)
+
+    def scheduled_runs(self) -> QuerySet[Job]:
+        return Job.objects.filter(schedule__name=SCHEDULE, id__gt=self.first_id)
+
     def summary(self) -> None:
         out = self.stdout
-        jobs = Job.objects.filter(job_type__in=DEMO_TYPES).order_by("id")
+        jobs = self.demo_jobs().order_by("id")
         header = f"{'id':>5}  {'type':<16} {'status':<9} {'tries':>5} {'ms':>6}  result / error"
         out.write(header)
         out.write("-" * len(header))
         for job in jobs:
-            if job.result is not None:
-                detail = str(job.result)
-            elif job.last_error:
-                detail = job.last_error.strip().splitlines()[-1]
-            else:
-                detail = ""
-            style = {"done": self.style.SUCCESS, "failed": self.style.ERROR}.get(job.status, str)
-            out.write(
-                f"{job.id:>5}  {job.job_type:<16} {style(f'{job.status:<9}')} "
-                f"{job.attempts:>5} {job.duration_ms or 0:>6}  {detail[:70]}"
-            )
+            out.write(self.job_line(job))
+        out.write(self.totals(jobs))
+
         attempts = JobAttempt.objects.filter(job__in=jobs).order_by("job_id", "attempt")
         if attempts:
             out.write("\nFailure history (every failed attempt is kept):")
@@ -82,3 +103,50 @@ class Command(BaseCommand):
                     f"  job {attempt.job_id} attempt {attempt.attempt} ({attempt.outcome}, "
                     f"worker {attempt.worker_id}): {last[:80]}"
                 )
+        self.schedule_summary()
+
+    def job_line(self, job: Job) -> str:
+        if job.result is not None:
+            detail = str(job.result)
+        elif job.last_error:
+            detail = job.last_error.strip().splitlines()[-1]
+        else:
+            detail = ""
+        style = {"done": self.style.SUCCESS, "failed": self.style.ERROR}.get(job.status, str)
+        return (
+            f"{job.id:>5}  {job.job_type:<16} {style(f'{job.status:<9}')} "
+            f"{job.attempts:>5} {job.duration_ms or 0:>6}  {detail[:70]}"
+        )
+
+    def totals(self, jobs: QuerySet[Job]) -> str:
+        """One line that counts jobs and attempts apart: a retried job is one job."""
+        statuses = Counter(jobs.values_list("status", flat=True))
+        attempts = jobs.aggregate(total=Sum("attempts"))["total"] or 0
+        count = sum(statuses.values())
+        by_status = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
+        return (
+            f"{count} job{'s' * (count != 1)} ({by_status}) in "
+            f"{attempts} attempt{'s' * (attempts != 1)}"
+        )
+
+    def schedule_summary(self) -> None:
+        out = self.stdout
+        schedule = Schedule.objects.filter(name=SCHEDULE).first()
+        if schedule is None:
+            out.write(f"\nThe schedule {SCHEDULE!r} is not declared: no recurring job ran.")
+            return
+        if schedule.interval_seconds:
+            every = f"every {schedule.interval_seconds:g} s"
+        else:
+            every = f"cron {schedule.cron!r}"
+        runs = list(self.scheduled_runs().order_by("id"))
+        out.write(
+            f"\nRecurring job (schedule {SCHEDULE!r}, {every}, declared in PQJOBS['SCHEDULES']):"
+            f" {len(runs)} run{'s' * (len(runs) != 1)} while the demo ran"
+        )
+        for job in runs:
+            out.write(
+                f"  job {job.id} enqueued at {job.created_at:%H:%M:%S}: {job.status} {job.result}"
+            )
+        if schedule.next_run_at is not None:
+            out.write(f"  next run at {schedule.next_run_at:%H:%M:%S} (UTC)")

@@ -1,4 +1,7 @@
-"""Pure schedule logic: validating a definition and computing its run times.
+"""When recurring jobs run: schedule declarations, their validation, and run times.
+
+Pure logic, used by ``@job(cron=...)``, the ``SCHEDULES`` setting, the scheduler and the
+admin alike.
 
 No database access here, so every rule (cron fields, intervals, time zones, DST) can be
 unit-tested on its own. All instants going in and out are timezone-aware.
@@ -17,7 +20,6 @@ previous *scheduled* run (no drift), however late the previous run was enqueued.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -25,9 +27,10 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
-from django.core.serializers.json import DjangoJSONEncoder
 
-from ..durations import to_seconds
+from . import options
+from .errors import PayloadError
+from .serialization import from_json, to_json
 
 OVERLAP_POLICIES = ("skip", "allow")
 MISFIRE_POLICIES = ("run_once", "skip")
@@ -89,7 +92,7 @@ def validate_timezone(name: object) -> str:
 def validate_interval(value: object) -> float:
     """Return the interval in seconds (from a ``timedelta`` or a number), more than zero."""
     try:
-        return to_seconds(value, "interval", allow_zero=False)
+        return options.interval(value, "interval")
     except ValueError as exc:
         raise ScheduleError(str(exc)) from None
 
@@ -99,9 +102,9 @@ def normalise_payload(payload: object, where: str) -> Any:
     if payload is None:
         return {}
     try:
-        return json.loads(json.dumps(payload, cls=DjangoJSONEncoder, allow_nan=False))
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise ScheduleError(f"{where} payload is not JSON-serialisable: {exc}") from None
+        return from_json(to_json(payload, f"{where} payload"))
+    except PayloadError as exc:
+        raise ScheduleError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -274,20 +277,17 @@ def build_spec(
     where: str = "schedule",
 ) -> ScheduleSpec:
     """Validate a declaration; every problem raises :class:`ScheduleError` naming ``where``."""
-    for label, value in (("name", name), ("job_type", job_type)):
-        if not isinstance(value, str) or not value.strip() or len(value) > 200:
-            raise ScheduleError(f"{where}: {label} must be a string of 1-200 characters")
-    assert isinstance(name, str) and isinstance(job_type, str)
+    try:
+        name = options.schedule_name(name, f"{where}: name")
+        job_type = options.job_type_name(job_type, f"{where}: job_type")
+        queue = None if queue is None else options.queue_name(queue, f"{where}: queue")
+        priority = None if priority is None else options.priority(priority, f"{where}: priority")
+    except ValueError as exc:
+        raise ScheduleError(str(exc)) from None
     try:
         timing = Timing.build(cron, interval, timezone)
     except ScheduleError as exc:
         raise ScheduleError(f"{where}: {exc}") from None
-    if queue is not None and (not isinstance(queue, str) or not queue.strip() or len(queue) > 100):
-        raise ScheduleError(f"{where}: queue must be None or a string of 1-100 characters")
-    if priority is not None and (
-        isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) >= 2**31
-    ):
-        raise ScheduleError(f"{where}: priority must be a whole number, got {priority!r}")
     if overlap not in OVERLAP_POLICIES:
         raise ScheduleError(f"{where}: overlap must be one of {OVERLAP_POLICIES}, got {overlap!r}")
     if misfire not in MISFIRE_POLICIES:

@@ -1,0 +1,122 @@
+"""Flow control: what limits, rates and pauses cost the jobs they do not hold.
+
+- *configured elsewhere*: the no-op drain with, in the same table, jobs of other types held
+  by a concurrency limit, a used-up rate and a paused queue, against the plain drain;
+  rounds alternate so that both see the same machine.
+- *head of line*: 100,000 due jobs of one key limited to 1 ahead of 20,000 unrelated ones:
+  the unrelated jobs' rate from the worker's start, against their rate alone. Held jobs are
+  blocked once (the status ``blocked`` takes them out of the claim index), a thousand per
+  statement, so no claim walks over the backlog again.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from django_pqjobs import enqueue_many, flow
+
+from ..harness import Result, reset_tables, sql, worker_process
+
+ROUNDS = 5
+HEAD_OF_LINE_ROUNDS = 3
+
+
+def noop_rate() -> float:
+    (rate,) = sql(
+        "SELECT count(*) / NULLIF(extract(epoch FROM max(finished_at) - min(locked_at)), 0) "
+        "FROM pqjobs_job WHERE job_type = 'tests.noop' AND status = 'done'"
+    )[0]
+    return float(rate or 0)
+
+
+def hold_other_work() -> None:
+    """Other types' jobs that flow control holds: a key at its limit (a job of it runs on a
+    worker that keeps heartbeating), a rate used up for the hour, a paused queue."""
+    enqueue_many("tests.limited", [{"k": "busy"}] * 2000)
+    sql(
+        "UPDATE pqjobs_job SET status = 'running', locked_by = 'elsewhere', locked_at = now(), "
+        "heartbeat_at = now() + interval '1 hour', attempts = 1 "
+        "WHERE id = (SELECT min(id) FROM pqjobs_job WHERE job_type = 'tests.limited')"
+    )
+    sql("UPDATE pqjobs_key_slot SET running = 1 WHERE key = 'k:busy'")
+    enqueue_many("tests.rated", [{}] * 2000)
+    sql("UPDATE pqjobs_rate SET allowance = 1, period = 3600")
+    enqueue_many("tests.noop", [{}] * 2000, queue="held")
+    flow.pause_queue("held")
+
+
+def drain(jobs: int, configured: bool) -> float:
+    reset_tables()
+    if configured:
+        hold_other_work()
+    enqueue_many("tests.noop", [{}] * jobs)
+    sql("VACUUM ANALYZE pqjobs_job")
+    with worker_process("--concurrency", "4", "--burst") as process:
+        process.wait(600)
+    return noop_rate()
+
+
+def head_of_line(backlog: int, unrelated: int) -> float:
+    """The unrelated jobs' rate from the worker's start (so the time it takes to get past
+    the held backlog counts) to the last of them finished."""
+    reset_tables()
+    if backlog:
+        enqueue_many("tests.limited", [{"k": "hot", "seconds": 0}] * backlog)
+    enqueue_many("tests.noop", [{}] * unrelated)
+    sql("VACUUM ANALYZE pqjobs_job")
+    ((started,),) = sql("SELECT now()")
+    with worker_process("--concurrency", "4"):
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            (done,) = sql(
+                "SELECT count(*) FROM pqjobs_job WHERE job_type = 'tests.noop' AND status = 'done'"
+            )[0]
+            if done == unrelated:
+                break
+            time.sleep(0.2)
+    ((seconds,),) = sql(
+        "SELECT extract(epoch FROM max(finished_at) - %s) FROM pqjobs_job "
+        "WHERE job_type = 'tests.noop'",
+        [started],
+    )
+    return unrelated / float(seconds)
+
+
+def run(quick: bool) -> list[Result]:
+    jobs = 10_000 if quick else 20_000
+    plain: list[float] = []
+    configured: list[float] = []
+    for _ in range(ROUNDS):
+        plain.append(drain(jobs, configured=False))
+        configured.append(drain(jobs, configured=True))
+    ratio = statistics.median(c / p for c, p in zip(configured, plain, strict=True))
+    backlog = 20_000 if quick else 100_000
+    unrelated = 5_000 if quick else 20_000
+    pairs = [
+        (head_of_line(0, unrelated), head_of_line(backlog, unrelated))
+        for _ in range(HEAD_OF_LINE_ROUNDS)
+    ]
+    held_ratio = statistics.median(b / a for a, b in pairs)
+    alone = statistics.median(a for a, _ in pairs)
+    behind = statistics.median(b for _, b in pairs)
+    return [
+        Result(
+            "flow: drain, limits/rates/pauses holding other types",
+            statistics.median(configured),
+            "jobs/s",
+            ">= 95% of plain",
+            ratio >= 0.95,
+            f"{ratio:.0%} of the plain drain (median of {ROUNDS} alternating pairs; plain "
+            f"{statistics.median(plain):.0f}/s)",
+        ),
+        Result(
+            f"flow: {unrelated:,} jobs behind {backlog:,} of one key limited to 1",
+            behind,
+            "jobs/s",
+            ">= 80% of alone",
+            held_ratio >= 0.8,
+            f"{held_ratio:.0%} of the same jobs alone (median of {HEAD_OF_LINE_ROUNDS} "
+            f"alternating pairs; alone {alone:.0f}/s)",
+        ),
+    ]

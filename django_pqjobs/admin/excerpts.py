@@ -1,0 +1,186 @@
+"""What the admin reads of the columns that can be huge.
+
+A payload or a result can be megabytes, an error or a traceback typed in by SQL as long as
+you like, and a job can have thousands of failed attempts. The job list never reads the
+payload, the result, the progress or the error: it reads a few hundred characters of the
+error and of the progress. The job page reads at most ``SHOWN_CHARS`` of the payload and
+the result (and their full length, to say how much it leaves out), the last
+``SHOWN_TRACEBACK_CHARS`` of each traceback, and the latest ``SHOWN_ATTEMPTS`` attempts.
+Without permission to see a job's data (``PQJOBS['ADMIN_DATA_PERMISSION']``) none of it is
+read at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connections
+from django.db.models import Count, QuerySet, Window
+from django.db.models.fields.json import KT
+from django.db.models.functions import Left, Length, Right
+
+from .. import audit
+from ..models import Job, JobAttempt
+from ..serialization import ERROR_TEXT_LIMIT
+
+SHOWN_CHARS = 64 * 1024
+SHOWN_TRACEBACK_CHARS = ERROR_TEXT_LIMIT
+SHOWN_ATTEMPTS = 20
+ERROR_SUMMARY_CHARS = 400
+PROGRESS_NUMBER_CHARS = 40
+PROGRESS_MESSAGE_CHARS = 200
+# Columns of a job that only the excerpts below read.
+BIG_COLUMNS = ("payload", "result", "progress", "last_error")
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """Part of a longer text: ``text`` and the ``length`` of the whole."""
+
+    text: str
+    length: int
+
+    @property
+    def cut(self) -> int:
+        """How many characters are not in ``text``."""
+        return self.length - len(self.text)
+
+
+# --- the job list ----------------------------------------------------------------------------
+
+
+def list_rows(queryset: QuerySet[Job], show_data: bool) -> QuerySet[Job]:
+    """The list's rows: no big column, but the start and end of the error (for its summary
+    line) and the progress numbers and message, each cut short."""
+    columns: dict[str, Any] = {
+        "progress_done": Left(KT("progress__done"), PROGRESS_NUMBER_CHARS),
+        "progress_total": Left(KT("progress__total"), PROGRESS_NUMBER_CHARS),
+    }
+    if show_data:
+        columns["error_head"] = Left("last_error", ERROR_SUMMARY_CHARS)
+        columns["error_tail"] = Right("last_error", ERROR_SUMMARY_CHARS)
+        columns["progress_message"] = Left(KT("progress__message"), PROGRESS_MESSAGE_CHARS)
+    return queryset.defer(*BIG_COLUMNS).annotate(**columns)
+
+
+def progress_of(job: Job) -> dict[str, Any] | None:
+    """The progress to show of a job read by :func:`list_rows` or :func:`load_page`."""
+    page = getattr(job, _PAGE_ATTRIBUTE, None)
+    if isinstance(page, JobPage):
+        return page.progress
+    values = {
+        "done": getattr(job, "progress_done", None),
+        "total": getattr(job, "progress_total", None),
+        "message": getattr(job, "progress_message", None),
+    }
+    return values if any(v is not None for v in values.values()) else None
+
+
+# --- the job page ----------------------------------------------------------------------------
+
+# The LATERAL subquery (kept apart by OFFSET 0) turns each jsonb value into text once, for
+# both its excerpt and its length.
+_PAGE_DATA = """
+SELECT left(t.payload, %(chars)s), length(t.payload),
+       left(t.result, %(chars)s), length(t.result),
+       right(j.last_error, %(tb_chars)s), length(j.last_error),
+       j.progress IS NOT NULL,
+       left(j.progress ->> 'done', %(number_chars)s),
+       left(j.progress ->> 'total', %(number_chars)s),
+       left(j.progress ->> 'message', %(message_chars)s)
+FROM pqjobs_job j,
+     LATERAL (SELECT j.payload::text AS payload, j.result::text AS result OFFSET 0) t
+WHERE j.id = %(id)s
+"""
+_PAGE_PROGRESS = """
+SELECT j.progress IS NOT NULL,
+       left(j.progress ->> 'done', %(number_chars)s),
+       left(j.progress ->> 'total', %(number_chars)s)
+FROM pqjobs_job j WHERE j.id = %(id)s
+"""
+
+
+@dataclass
+class JobPage:
+    """What the job page shows of one job's big columns and attempt history."""
+
+    show_data: bool
+    payload: Excerpt | None = None
+    result: Excerpt | None = None
+    last_error: Excerpt | None = None
+    progress: dict[str, Any] | None = None
+    attempts: list[JobAttempt] = field(default_factory=list)
+    attempts_total: int = 0
+    events: list[audit.Event] = field(default_factory=list)  # what operators did to it
+
+    @property
+    def attempts_not_shown(self) -> int:
+        return self.attempts_total - len(self.attempts)
+
+
+def load_page(alias: str, job_id: int, show_data: bool) -> JobPage:
+    """Read the excerpts, the latest attempts and the latest operator actions of job
+    ``job_id`` (three queries)."""
+    page = JobPage(show_data=show_data)
+    params = {
+        "id": job_id,
+        "chars": SHOWN_CHARS,
+        "tb_chars": SHOWN_TRACEBACK_CHARS,
+        "number_chars": PROGRESS_NUMBER_CHARS,
+        "message_chars": PROGRESS_MESSAGE_CHARS,
+    }
+    with connections[alias].cursor() as cursor:
+        cursor.execute(_PAGE_DATA if show_data else _PAGE_PROGRESS, params)
+        row = cursor.fetchone()
+    if row is not None:
+        if show_data:
+            payload, payload_len, result, result_len, error, error_len = row[:6]
+            page.payload = Excerpt(payload or "", payload_len or 0)
+            page.result = None if result is None else Excerpt(result, result_len)
+            page.last_error = Excerpt(error or "", error_len or 0)
+            has_progress, done, total, message = row[6:]
+        else:
+            has_progress, done, total = row
+            message = None
+        if has_progress:
+            page.progress = {"done": done, "total": total, "message": message}
+    page.attempts, page.attempts_total = latest_attempts(alias, job_id, show_data)
+    page.events = audit.job_events(alias, job_id)
+    return page
+
+
+def latest_attempts(alias: str, job_id: int, show_data: bool) -> tuple[list[JobAttempt], int]:
+    """The latest ``SHOWN_ATTEMPTS`` failed attempts, oldest first, and how many there are.
+
+    With ``show_data``, each has ``traceback_tail`` and ``traceback_length``.
+    """
+    rows = (
+        JobAttempt.objects.using(alias)
+        .filter(job_id=job_id)
+        .defer("traceback")
+        .annotate(total=Window(Count("*")))
+        .order_by("-attempt", "-id")
+    )
+    if show_data:
+        rows = rows.annotate(
+            traceback_tail=Right("traceback", SHOWN_TRACEBACK_CHARS),
+            traceback_length=Length("traceback"),
+        )
+    latest: list[JobAttempt] = list(rows[:SHOWN_ATTEMPTS])
+    total = int(getattr(latest[0], "total", 0)) if latest else 0
+    return latest[::-1], total
+
+
+_PAGE_ATTRIBUTE = "_pqjobs_page"
+
+
+def attach(job: Job, page: JobPage) -> None:
+    """Keep ``page`` with the job object this request shows."""
+    setattr(job, _PAGE_ATTRIBUTE, page)
+
+
+def page_of(job: Job) -> JobPage:
+    """The :class:`JobPage` attached to ``job`` (an empty one if none was)."""
+    page = getattr(job, _PAGE_ATTRIBUTE, None)
+    return page if isinstance(page, JobPage) else JobPage(show_data=False)

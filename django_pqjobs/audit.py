@@ -1,0 +1,140 @@
+"""The audit trail: who did which operator action, when, to what (table ``pqjobs_audit``).
+
+Every operator action of the admin (Retry, Cancel, Run now, Release, Delete, Pause, Resume,
+a schedule's Enable, Disable and Run now) is recorded here, in the transaction of the change
+it describes, so a change is never without its row nor a row without its change. From code,
+``retry_job``, ``cancel_job`` and the ``flow`` functions record their action when given
+``by=``. Rows name jobs by id, without a foreign key: they outlive the jobs (pruned or
+deleted) and are pruned on their own retention, ``PQJOBS['AUDIT_RETENTION']``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connections
+
+from . import options
+from .statuses import AuditAction
+
+__all__ = ["AuditAction", "Event", "JobAction", "job_events", "prune", "record", "record_jobs"]
+
+# The job page shows a job's latest events (a job retried a thousand times must not make a
+# page of a thousand rows).
+SHOWN_EVENTS = 50
+DETAIL_MAX_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class JobAction:
+    """One job an action changed, and what it did to that job. ``job_type`` None: read it
+    from the job's row (a deleted job's must be given)."""
+
+    job_id: int
+    job_type: str | None
+    detail: str
+
+
+def record_jobs(alias: str, action: AuditAction, by: str, changed: Sequence[JobAction]) -> None:
+    """One row per job an action changed (one statement). Call it inside the transaction
+    of the change."""
+    if not changed:
+        return
+    actor = options.actor(by)
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO pqjobs_audit (at, actor, action, job_id, target, detail) "
+            "SELECT now(), %s, %s, t.job_id, COALESCE(t.target, j.job_type, ''), t.detail "
+            "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS t(job_id, target, detail) "
+            "LEFT JOIN pqjobs_job j ON j.id = t.job_id",
+            [
+                actor,
+                str(action),
+                [c.job_id for c in changed],
+                [c.job_type for c in changed],
+                [c.detail[:DETAIL_MAX_CHARS] for c in changed],
+            ],
+        )
+
+
+def record(
+    alias: str,
+    action: AuditAction,
+    by: str,
+    *,
+    target: str = "",
+    detail: str = "",
+    schedule_id: int | None = None,
+) -> None:
+    """One row for an action on something other than a job: a queue or job type paused or
+    resumed, a schedule enabled, disabled or run now."""
+    actor = options.actor(by)
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO pqjobs_audit (at, actor, action, schedule_id, target, detail) "
+            "VALUES (now(), %s, %s, %s, %s, %s)",
+            [actor, str(action), schedule_id, target, detail[:DETAIL_MAX_CHARS]],
+        )
+
+
+@dataclass(frozen=True)
+class Event:
+    """A row of the audit trail as the job page's timeline shows it."""
+
+    at: datetime
+    actor: str
+    action: str
+    detail: str
+
+    @property
+    def verb(self) -> str:
+        """``retried``, ``run now``, ``released``... as in "retried by alice"."""
+        return _VERBS.get(self.action, self.action)
+
+
+_VERBS: dict[str, str] = {
+    AuditAction.RETRY: "retried",
+    AuditAction.CANCEL: "cancelled",
+    AuditAction.RUN_NOW: "run now",
+    AuditAction.RELEASE: "released",
+    AuditAction.DELETE: "deleted",
+}
+
+
+def job_events(alias: str, job_id: int, limit: int = SHOWN_EVENTS) -> list[Event]:
+    """The latest ``limit`` operator actions on a job, oldest first (index
+    ``pqjobs_audit_job``)."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT at, actor, action, detail FROM pqjobs_audit "
+            "WHERE job_id = %s ORDER BY id DESC LIMIT %s",
+            [job_id, limit],
+        )
+        rows: list[Any] = cursor.fetchall()
+    return [Event(*row) for row in reversed(rows)]
+
+
+_PRUNE = """
+DELETE FROM pqjobs_audit WHERE id IN (
+    SELECT id FROM pqjobs_audit WHERE at < now() - make_interval(secs => %s)
+    ORDER BY at LIMIT %s
+)
+"""
+
+
+def prune(alias: str, retention: float | None, batch: int = 5000, max_batches: int = 1000) -> int:
+    """Delete rows older than ``retention`` seconds (None: keep them), in short batches."""
+    if retention is None:
+        return 0
+    deleted = 0
+    for _ in range(max_batches):
+        with connections[alias].cursor() as cursor:
+            cursor.execute(_PRUNE, [float(retention), batch])
+            count = int(cursor.rowcount)
+        deleted += count
+        if count < batch:
+            break
+    return deleted

@@ -1,0 +1,150 @@
+"""Flow control from Python: pause and resume queues and job types, and see what is held.
+
+Limits and rates are declared on the job type (``@job(concurrency=..., rate=...)``) and in
+``PQJOBS['QUEUE_RATES']``; the claim statement applies them (``transitions.claim``). This
+module is the operator's side: pausing, resuming, and a summary for the admin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connections, transaction
+
+from . import audit, options, transitions
+from .audit import AuditAction
+from .conf import conf
+from .registry import registry
+
+
+@dataclass(frozen=True)
+class Paused:
+    kind: str  # "queue" or "job_type"
+    name: str
+    paused_at: datetime
+    paused_by: str
+
+
+def pause_queue(name: str, *, by: str = "", using: str | None = None) -> bool:
+    """Stop every worker from starting jobs of queue ``name`` (within about a second).
+
+    Running jobs finish; waiting jobs stay. Stored in the database, so it survives worker
+    restarts. Returns False if the queue was paused already. ``by`` (who pauses) is shown
+    with the pause and, when given, recorded in the audit trail.
+    """
+    return _pause("queue", options.queue_name(name), by, using)
+
+
+def resume_queue(name: str, *, by: str = "", using: str | None = None) -> int | None:
+    """Let workers start jobs of queue ``name`` again. Returns how many held jobs were
+    released, or None if the queue was not paused. ``by``: as for :func:`pause_queue`."""
+    return _resume("queue", options.queue_name(name), by, using)
+
+
+def pause_job_type(name: str, *, by: str = "", using: str | None = None) -> bool:
+    """Like :func:`pause_queue`, for one job type in every queue."""
+    return _pause("job_type", options.job_type_name(name), by, using)
+
+
+def resume_job_type(name: str, *, by: str = "", using: str | None = None) -> int | None:
+    """Like :func:`resume_queue`, for one job type."""
+    return _resume("job_type", options.job_type_name(name), by, using)
+
+
+def _pause(kind: str, name: str, by: str, using: str | None) -> bool:
+    alias = using or conf.DATABASE
+    actor = options.actor(by) if by else ""
+    with transaction.atomic(using=alias):
+        done = transitions.pause(alias, kind, name, actor)
+        if done and actor:
+            audit.record(alias, AuditAction.PAUSE, actor, target=_target(kind, name))
+    return done
+
+
+def _resume(kind: str, name: str, by: str, using: str | None) -> int | None:
+    alias = using or conf.DATABASE
+    actor = options.actor(by) if by else ""
+    with transaction.atomic(using=alias):
+        released = transitions.resume(alias, kind, name)
+        if released is not None and actor:
+            detail = f"{released} held job{'' if released == 1 else 's'} released"
+            target = _target(kind, name)
+            audit.record(alias, AuditAction.RESUME, actor, target=target, detail=detail)
+    return released
+
+
+def _target(kind: str, name: str) -> str:
+    return f"{'queue' if kind == 'queue' else 'job type'} {name}"[: options.NAME_MAX_LENGTH]
+
+
+def paused(using: str | None = None) -> list[Paused]:
+    """Every paused queue and job type."""
+    with connections[using or conf.DATABASE].cursor() as cursor:
+        cursor.execute(
+            "SELECT kind, name, paused_at, paused_by FROM pqjobs_pause ORDER BY kind, name"
+        )
+        return [Paused(*row) for row in cursor.fetchall()]
+
+
+@dataclass(frozen=True)
+class Held:
+    """Jobs held back now, by what holds them: ``blocked_by`` and the key or queue."""
+
+    blocked_by: str
+    key: str
+    jobs: int
+
+
+_HELD = """
+SELECT blocked_by, COALESCE(CASE blocked_by WHEN 'limit' THEN concurrency_key
+                                            WHEN 'rate' THEN rate_key END, queue), count(*)
+FROM pqjobs_job WHERE status = 'blocked'
+GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT %s
+"""
+
+
+def held(limit: int = 50, using: str | None = None) -> list[Held]:
+    """The keys, rate buckets and paused queues that hold the most jobs back."""
+    with connections[using or conf.DATABASE].cursor() as cursor:
+        cursor.execute(_HELD, [limit])
+        return [Held(str(r[0]), str(r[1]), int(r[2])) for r in cursor.fetchall()]
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A job type's flow-control declaration, for the admin."""
+
+    job_type: str
+    concurrency: int | None
+    concurrency_key: str
+    rate: str
+    rate_key: str
+    max_waiting: int | None
+
+
+def declared() -> list[Declared]:
+    """Every registered job type that declares a concurrency limit or a rate."""
+    found = []
+    for job_type in registry.all():
+        if job_type.concurrency is None and job_type.rate is None:
+            continue
+        found.append(
+            Declared(
+                job_type.name,
+                job_type.concurrency,
+                _describe_key(job_type.concurrency_key, job_type.name),
+                "" if job_type.rate is None else str(job_type.rate),
+                _describe_key(job_type.rate_key, f"type:{job_type.name}") if job_type.rate else "",
+                job_type.max_waiting,
+            )
+        )
+    return found
+
+
+def _describe_key(template: options.KeyTemplate | None, default: str) -> str:
+    if template is None:
+        return default
+    if callable(template):
+        return f"{template.__module__}.{getattr(template, '__qualname__', repr(template))}()"
+    return template

@@ -1,0 +1,55 @@
+"""What every django-pqjobs command shares: ``--database`` and output by verbosity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ...conf import conf
+
+
+class PQJobsCommand(BaseCommand):
+    """A command on the job tables: takes ``--database`` and prints by ``--verbosity``.
+
+    Verbosity 0 prints nothing but errors (raised as ``CommandError``), 1 the summary,
+    2 a line per item where there are items.
+    """
+
+    verbosity = 1
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.add_argument(
+            "--database",
+            default=None,
+            help="database alias of the job tables (default: PQJOBS['DATABASE'])",
+        )
+        return parser
+
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        self.verbosity = options.get("verbosity", 1)
+        return super().execute(*args, **options)
+
+    def alias(self, options: dict[str, Any]) -> str:
+        """The ``--database`` alias, else ``PQJOBS['DATABASE']``; must be in DATABASES."""
+        alias = options.get("database")
+        if alias is None:
+            alias = conf.DATABASE
+        if alias not in settings.DATABASES:
+            known = ", ".join(sorted(settings.DATABASES))
+            raise CommandError(
+                f"database alias {alias!r} is not in DATABASES (configured: {known})"
+            )
+        return str(alias)
+
+    def summary(self, line: str) -> None:
+        """Print ``line`` at verbosity 1 and above."""
+        if self.verbosity >= 1:
+            self.stdout.write(line)
+
+    def detail(self, line: str) -> None:
+        """Print ``line`` at verbosity 2 and above."""
+        if self.verbosity >= 2:
+            self.stdout.write(line)

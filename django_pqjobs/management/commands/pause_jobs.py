@@ -1,0 +1,45 @@
+"""``manage.py pause_jobs``: pause queues or job types, or list what is paused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import CommandParser
+
+from ...flow import paused
+from ...printable import printable
+from ._arguments import who
+from ._base import PQJobsCommand
+from ._pausing import add_targets, pause, targets
+
+
+class Command(PQJobsCommand):
+    help = (
+        "Pause queues or job types: every worker stops starting their jobs within about a "
+        "second (running jobs finish, waiting jobs stay) until resume_jobs. Without "
+        "--queue/--job-type, list what is paused."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        add_targets(parser, "pause")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        alias = self.alias(options)
+        wanted = targets(options)
+        if not wanted:
+            found = paused(alias)
+            for item in found:
+                self.summary(
+                    f"{item.kind} {printable(item.name)}: paused since "
+                    f"{item.paused_at.isoformat()}"
+                    + (f" by {printable(item.paused_by)}" if item.paused_by else "")
+                )
+            if not found:
+                self.summary("nothing is paused")
+            return
+        by = who(options)
+        for kind, name in wanted:
+            if pause(alias, kind, name, by):
+                self.summary(f"{kind} {printable(name)} paused")
+            else:
+                self.summary(f"{kind} {printable(name)} was paused already")

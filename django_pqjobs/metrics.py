@@ -1,0 +1,156 @@
+"""Prometheus metrics (optional: ``pip install django-pqjobs[metrics]``).
+
+Everything is read from the database at scrape time, so one scrape of any web process
+shows the whole queue, whatever the number of worker processes and hosts::
+
+    # urls.py
+    from django_pqjobs.metrics import metrics_view
+    urlpatterns = [path("metrics", metrics_view)]
+
+Or add :class:`JobQueueCollector` to a registry you already expose
+(``prometheus_client.REGISTRY.register(JobQueueCollector())``).
+
+Gauges (the queue now): ``pqjobs_jobs`` per queue, job type and status (ready, running,
+failed), ``pqjobs_jobs_due`` (ready and due), ``pqjobs_queue_lag_seconds`` (how long the
+oldest due job of each queue has waited), ``pqjobs_workers`` (live and stale) and
+``pqjobs_worker_threads``. Counters (since ever, from every worker): ``pqjobs_attempts_total``
+per queue, job type and outcome, and the histogram ``pqjobs_attempt_duration_seconds``
+per queue and job type. The counters are added by workers every ``STATS_INTERVAL``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpRequest, HttpResponse
+
+try:
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+    )
+    from prometheus_client.utils import floatToGoString
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    raise ImproperlyConfigured(
+        "django_pqjobs.metrics needs prometheus-client: pip install 'django-pqjobs[metrics]'"
+    ) from exc
+
+from . import monitoring, stats
+from .conf import conf
+
+__all__ = ["JobQueueCollector", "metrics_view"]
+
+
+class JobQueueCollector:
+    """A Prometheus collector of the job queue, read from the database on each collect."""
+
+    def __init__(self, using: str | None = None) -> None:
+        self.using = using
+
+    def describe(self) -> list[Any]:
+        return []  # the families are known only once read; registries then call collect
+
+    def collect(self) -> Iterator[Any]:
+        started = time.perf_counter()
+        alias = self.using or conf.DATABASE
+        depth = monitoring.depth(alias)
+
+        jobs = GaugeMetricFamily(
+            "pqjobs_jobs",
+            "Jobs per queue, job type and status (ready, running, failed)",
+            labels=["queue", "job_type", "status"],
+        )
+        due = GaugeMetricFamily(
+            "pqjobs_jobs_due",
+            "Ready jobs whose run_after has come, per queue and job type",
+            labels=["queue", "job_type"],
+        )
+        for row in depth:
+            jobs.add_metric([row.queue, row.job_type, row.status], row.count)
+            if row.status == "ready":
+                due.add_metric([row.queue, row.job_type], row.due)
+        yield jobs
+        yield due
+
+        lag = GaugeMetricFamily(
+            "pqjobs_queue_lag_seconds",
+            "How long the oldest due ready job of each queue has waited (0: none waiting)",
+            labels=["queue"],
+        )
+        for queue, seconds in sorted(monitoring.lag_by_queue(depth).items()):
+            lag.add_metric([queue], seconds)
+        yield lag
+
+        workers = monitoring.workers(alias)
+        live = [w for w in workers if monitoring.is_live(w)]
+        states = GaugeMetricFamily(
+            "pqjobs_workers",
+            "Workers in the worker table: live (heartbeat within three heartbeat intervals) "
+            "or stale (their running jobs are rescued after the stale timeout)",
+            labels=["state"],
+        )
+        states.add_metric(["live"], len(live))
+        states.add_metric(["stale"], len(workers) - len(live))
+        yield states
+        yield GaugeMetricFamily(
+            "pqjobs_worker_threads",
+            "Executor threads of the live workers",
+            value=sum(w.concurrency for w in live),
+        )
+
+        attempts = CounterMetricFamily(
+            "pqjobs_attempts",
+            "Attempts recorded by workers, per queue, job type and outcome (done, retry, "
+            "failed, cancelled, lost, released, unrecorded)",
+            labels=["queue", "job_type", "outcome"],
+        )
+        seconds_by_type: dict[tuple[str, str], float] = {}
+        for total in stats.outcome_totals(alias):
+            attempts.add_metric([total.queue, total.job_type, total.outcome], total.count)
+            if total.outcome in stats.TIMED_OUTCOMES:
+                key = (total.queue, total.job_type)
+                seconds_by_type[key] = seconds_by_type.get(key, 0.0) + total.duration_ms / 1000
+        yield attempts
+        yield _histogram(stats.bucket_totals(alias), seconds_by_type)
+
+        yield GaugeMetricFamily(
+            "pqjobs_scrape_duration_seconds",
+            "How long reading these metrics from the database took",
+            value=time.perf_counter() - started,
+        )
+
+
+def _histogram(
+    buckets: list[stats.BucketTotal], seconds_by_type: dict[tuple[str, str], float]
+) -> Any:
+    family = HistogramMetricFamily(
+        "pqjobs_attempt_duration_seconds",
+        "How long attempts that ran a handler took, per queue and job type",
+        labels=["queue", "job_type"],
+    )
+    counts: dict[tuple[str, str], dict[float, int]] = {}
+    for bucket in buckets:
+        counts.setdefault((bucket.queue, bucket.job_type), {})[bucket.le] = bucket.count
+    for key, by_bound in sorted(counts.items()):
+        cumulative = 0
+        series = []
+        for bound in stats.DURATION_BUCKETS:
+            cumulative += by_bound.get(bound, 0)
+            label = "+Inf" if math.isinf(bound) else floatToGoString(bound)
+            series.append((label, cumulative))
+        family.add_metric(list(key), series, sum_value=seconds_by_type.get(key, 0.0))
+    return family
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """The job queue's metrics in Prometheus' text format (GET; put it behind your own
+    access control, or on a port only Prometheus reaches)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(JobQueueCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,347 @@
+"""The one place that validates a job's options: names, priority, attempts, timing, dedupe,
+isolation and memory.
+
+``@job``, ``enqueue_job`` and its siblings, schedules, the ``PQJOBS`` settings and the
+command-line flags all call these functions, so a value is judged the same way wherever it
+is given. Each returns the normalised value or raises :class:`InvalidJobOption` (a
+``ValueError``) whose message names the option (``what``) and the value. The text limits
+below are the ``max_length`` of the model fields that store each value (``models.py`` takes
+them from here), so whatever passes here fits its column.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import IntEnum
+from typing import Any, Literal
+
+from .durations import parse_duration, to_seconds
+from .errors import InvalidJobOption
+
+Dedupe = Literal["skip", "replace", "error"]
+DEDUPE_STRATEGIES: tuple[Dedupe, ...] = ("skip", "replace", "error")
+Isolation = Literal["thread", "process"]
+ISOLATION_MODES: tuple[Isolation, ...] = ("thread", "process")
+
+# Integer columns are 32-bit. The range is symmetric: -2**31 cannot be written as a literal
+# in PostgreSQL (it parses as the negation of an out-of-range 2**31).
+INT_MAX = 2**31 - 1
+PRIORITY_MAX = INT_MAX
+PRIORITY_MIN = -INT_MAX
+# The longest delay, timeout or interval: beyond it run times leave the calendar Python
+# and PostgreSQL share (year 9999), and sums such as "timeout + stale timeout" overflow.
+MAX_DURATION = 100 * 365 * 86400.0
+# Run times must stay inside Python's calendar after any time zone conversion.
+EARLIEST_RUN_AFTER = datetime(1, 1, 2, tzinfo=UTC)
+LATEST_RUN_AFTER = datetime(9999, 12, 30, tzinfo=UTC)
+MEMORY_MIN = 16 * 1024**2
+NAME_MAX_LENGTH = 200  # job types, schedule names, worker ids
+QUEUE_MAX_LENGTH = 100
+DEDUPE_KEY_MAX_LENGTH = 255
+ACTOR_MAX_LENGTH = 150  # who did an operator action (a Django username is at most 150)
+_MEMORY_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+def storable_text(value: str, what: str) -> str:
+    """Refuse text PostgreSQL cannot store: NUL characters and lone surrogates."""
+    if "\x00" in value:
+        raise InvalidJobOption(f"{what} contains a NUL character (\\x00): {value!r:.120}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidJobOption(
+            f"{what} is not valid Unicode text (it holds a lone surrogate): {value!r:.120}"
+        ) from None
+    return value
+
+
+def _name(value: object, what: str, limit: int) -> str:
+    """A name shown in logs and the admin: non-blank text, no control characters."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidJobOption(f"{what} must be a non-empty string, got {value!r:.120}")
+    storable_text(value, what)
+    if any(ord(char) < 32 or ord(char) == 127 for char in value):
+        raise InvalidJobOption(f"{what} must not contain control characters: {value!r:.120}")
+    if len(value) > limit:
+        raise InvalidJobOption(f"{what} is longer than {limit} characters: {value!r:.120}")
+    return value
+
+
+def job_type_name(value: object, what: str = "job_type") -> str:
+    return _name(value, what, NAME_MAX_LENGTH)
+
+
+def queue_name(value: object, what: str = "queue") -> str:
+    return _name(value, what, QUEUE_MAX_LENGTH)
+
+
+def schedule_name(value: object, what: str = "schedule name") -> str:
+    return _name(value, what, NAME_MAX_LENGTH)
+
+
+def worker_id(value: object, what: str = "worker id") -> str:
+    return _name(value, what, NAME_MAX_LENGTH)
+
+
+def actor(value: object, what: str = "by") -> str:
+    """Who did an operator action, as the audit trail and pauses record it."""
+    return _name(value, what, ACTOR_MAX_LENGTH)
+
+
+def dedupe_key(value: object, what: str = "dedupe_key") -> str | None:
+    """None (no dedupe) or any non-empty storable text that fits the column."""
+    if value is None:
+        return None
+    limit = DEDUPE_KEY_MAX_LENGTH
+    if not isinstance(value, str) or not value or len(value) > limit:
+        raise InvalidJobOption(
+            f"{what} must be None or a string of 1-{limit} characters, got {value!r:.120}"
+        )
+    return storable_text(value, what)
+
+
+class Priority(IntEnum):
+    """Named priorities; higher runs first. ``NORMAL`` is the default priority, 0.
+
+    Wherever a priority is taken, a ``Priority``, its name (``"high"``, any case) and a
+    whole number are equal: the names stand for these integers, 50 apart so that other
+    integers fit between them.
+    """
+
+    LOW = -50
+    NORMAL = 0
+    HIGH = 50
+    CRITICAL = 100
+
+
+_PRIORITY_NAMES = ", ".join(level.name for level in Priority)
+
+
+def priority(value: object, what: str = "priority") -> int:
+    """A whole number, a :class:`Priority` or its name (``"high"``); higher runs first.
+
+    Returns a plain ``int``. Text other than a name is refused, digits included: a number
+    has to be given as a number.
+    """
+    given = value
+    if isinstance(value, str):
+        value = Priority.__members__.get(value.strip().upper().removeprefix("PRIORITY."), value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidJobOption(
+            f"{what} must be a whole number or a Priority ({_PRIORITY_NAMES}), got {given!r:.120}"
+        )
+    if not PRIORITY_MIN <= value <= PRIORITY_MAX:
+        raise InvalidJobOption(
+            f"{what} must be between {PRIORITY_MIN} and {PRIORITY_MAX}, got {given!r:.120}"
+        )
+    return int(value)
+
+
+def max_attempts(value: object, what: str = "max_attempts") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= INT_MAX:
+        raise InvalidJobOption(f"{what} must be a whole number of at least 1, got {value!r}")
+    return int(value)
+
+
+def _duration(value: object, what: str, *, allow_zero: bool) -> float:
+    try:
+        seconds = to_seconds(value, what, allow_zero=allow_zero)
+    except ValueError as exc:
+        raise InvalidJobOption(str(exc)) from None
+    if seconds > MAX_DURATION:
+        raise InvalidJobOption(f"{what} must be at most 100 years, got {value!r}")
+    return seconds
+
+
+def timeout(value: object, what: str = "timeout") -> float:
+    """Seconds (a number or ``timedelta``), more than zero."""
+    return _duration(value, what, allow_zero=False)
+
+
+def interval(value: object, what: str = "interval") -> float:
+    """Seconds between runs of a schedule, more than zero."""
+    return _duration(value, what, allow_zero=False)
+
+
+def delay(value: object, what: str = "delay") -> float:
+    """Seconds to wait before a job may run, zero or more."""
+    return _duration(value, what, allow_zero=True)
+
+
+def run_after(value: object, what: str = "run_after") -> datetime:
+    """A timezone-aware datetime within the calendar both Python and PostgreSQL hold."""
+    if not isinstance(value, datetime):
+        raise InvalidJobOption(f"{what} must be a datetime, got {value!r}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidJobOption(f"{what} must be timezone-aware, got {value!r}")
+    try:
+        in_utc = value.astimezone(UTC)
+    except OverflowError:
+        in_utc = None
+    if in_utc is None or not EARLIEST_RUN_AFTER <= in_utc <= LATEST_RUN_AFTER:
+        raise InvalidJobOption(f"{what} must be between the years 1 and 9999, got {value!r}")
+    return value
+
+
+def run_after_or_delay(when: object, wait: object, what: str) -> tuple[datetime | None, float]:
+    """Validate the two ways to say when a job may run (at most one may be given)."""
+    if when is not None and wait is not None:
+        raise InvalidJobOption(f"{what}: give run_after or delay, not both")
+    if when is not None:
+        return run_after(when, f"{what} run_after"), 0.0
+    seconds = 0.0 if wait is None else delay(wait, f"{what} delay")
+    if seconds and datetime.now(UTC) + timedelta(seconds=seconds) > LATEST_RUN_AFTER:
+        raise InvalidJobOption(f"{what} delay reaches past the year 9999, got {wait!r}")
+    return None, seconds
+
+
+def dedupe(value: object, what: str = "dedupe") -> Dedupe:
+    for strategy in DEDUPE_STRATEGIES:
+        if value == strategy:
+            return strategy
+    raise InvalidJobOption(f"{what} must be one of {DEDUPE_STRATEGIES}, got {value!r}")
+
+
+def isolation(value: object, what: str = "isolation") -> Isolation:
+    for mode in ISOLATION_MODES:
+        if value == mode:
+            return mode
+    raise InvalidJobOption(f"{what} must be one of {ISOLATION_MODES}, got {value!r}")
+
+
+def memory_limit(value: object, what: str = "memory_limit") -> int:
+    """Bytes from an int or a string such as ``"512M"``, ``"2G"``, ``"65536K"``."""
+    given = value
+    if isinstance(value, str):
+        text = value.strip().upper().removesuffix("B").removesuffix("I")
+        unit = text[-1:] if text[-1:] in _MEMORY_UNITS else ""
+        number = text[: len(text) - len(unit)]
+        if number.isdigit():
+            value = int(number) * _MEMORY_UNITS[unit]
+    if isinstance(value, bool) or not isinstance(value, int) or value < MEMORY_MIN:
+        raise InvalidJobOption(
+            f"{what} must be a number of bytes of at least 16M, or a string like '512M', "
+            f"got {given!r}"
+        )
+    return value
+
+
+def finite_number(value: object, what: str) -> float:
+    """A real number that is neither NaN nor infinite (progress counts and totals)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidJobOption(f"{what} must be a finite number, got {value!r:.120}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise InvalidJobOption(f"{what} must be a finite number, got {value!r:.120}")
+    return number
+
+
+def concurrency_limit(value: object, what: str = "concurrency") -> int:
+    """How many jobs of one concurrency key may run at once: a whole number, at least 1."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= INT_MAX:
+        raise InvalidJobOption(f"{what} must be a whole number of at least 1, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most ``allowance`` starts per fixed window of ``period`` seconds."""
+
+    allowance: int
+    period: float
+
+    def __str__(self) -> str:
+        return f"{self.allowance}/{self.period:g}s"
+
+
+_RATE_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_RATE = re.compile(r"\s*(\d+)\s*/\s*(.+?)\s*")
+
+
+def rate(value: object, what: str = "rate") -> Rate:
+    """``"100/m"``, ``"5/s"``, ``"1000/h"``, ``"20/d"``, or ``"10/30s"`` (any duration)."""
+    if isinstance(value, Rate):
+        return value
+    match = _RATE.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise InvalidJobOption(
+            f"{what} must be a string like '100/m', '5/s', '1000/h' or '10/30s', got {value!r}"
+        )
+    allowance = int(match.group(1))
+    unit = match.group(2)
+    try:
+        period = _RATE_UNITS[unit] if unit in _RATE_UNITS else parse_duration(unit)
+    except ValueError:
+        raise InvalidJobOption(f"{what}: {unit!r} is not a period (s, m, h, d or 30s)") from None
+    if allowance < 1 or allowance > INT_MAX:
+        raise InvalidJobOption(f"{what} must allow at least 1 start, got {value!r}")
+    if not 0.001 <= period <= MAX_DURATION:
+        raise InvalidJobOption(f"{what} needs a period between 1 ms and 100 years: {value!r}")
+    return Rate(allowance, period)
+
+
+KeyTemplate = str | Callable[[Any], "str | None"]
+
+
+def key_template(value: object, what: str) -> KeyTemplate:
+    """A key derived from each job's payload: a format string over the payload's fields
+    (``"account:{account_id}"``) or a callable ``fn(payload) -> str | None``."""
+    if callable(value):
+        return value
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidJobOption(
+            f"{what} must be a format string like 'account:{{account_id}}' or a callable, "
+            f"got {value!r}"
+        )
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(value) if field]
+    except ValueError as exc:
+        raise InvalidJobOption(f"{what} {value!r} is not a valid format string: {exc}") from None
+    for field in fields:
+        if not field.isidentifier():
+            raise InvalidJobOption(
+                f"{what} {value!r}: '{{{field}}}' must name a payload field "
+                "(plain names only, no indexing or attributes)"
+            )
+    return value
+
+
+def derive_key(template: KeyTemplate, payload: Any, what: str) -> str | None:
+    """The key of one job: the template filled from its payload (or the callable's answer),
+    validated like a dedupe key."""
+    if callable(template):
+        try:
+            key = template(payload)
+        except Exception as exc:
+            raise InvalidJobOption(f"{what}: the key function raised {exc!r}") from exc
+        if key is None:
+            return None
+    else:
+        if not isinstance(payload, dict):
+            raise InvalidJobOption(f"{what} {template!r} needs a payload that is a dict")
+        try:
+            key = template.format_map(payload)
+        except KeyError as exc:
+            raise InvalidJobOption(
+                f"{what} {template!r} needs the payload field {exc.args[0]!r}"
+            ) from None
+    return dedupe_key(key, what)
+
+
+WaitingFull = Literal["refuse", "skip"]
+
+
+def waiting_full(value: object, what: str = "when_waiting_full") -> WaitingFull:
+    if value == "refuse":
+        return "refuse"
+    if value == "skip":
+        return "skip"
+    raise InvalidJobOption(f"{what} must be 'refuse' or 'skip', got {value!r}")

@@ -1,0 +1,196 @@
+"""How an attempt ended, decided where its handler ran: one type and one classifier.
+
+The executor thread and the child process of an isolated job both turn what the handler
+did (returned a value, raised) into an :class:`Outcome` with the functions here; the worker
+then records every outcome the same way (``worker/recorder.py``). Nothing here touches the
+database.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from .conf import conf
+from .errors import JobCancelled, JobTimeout, PayloadError, PermanentError, Retry
+from .printable import one_line
+from .serialization import to_json
+from .statuses import AttemptOutcome, EndStatus
+
+# Frames of these modules come before the handler's own in every traceback; they say
+# nothing about the job's failure and are left out of the stored traceback.
+_WORKER_MODULES = ("django_pqjobs.worker.", "django_pqjobs.outcomes")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One attempt's end. ``attempt_outcome`` is None for a success.
+
+    For a failure, ``final`` says where the job goes: ``"auto"`` retries while attempts
+    remain (after ``delay`` seconds if the handler asked for one, else the backoff policy),
+    ``"failed"`` and ``"cancelled"`` end the job at once.
+    """
+
+    attempt_outcome: AttemptOutcome | None = None
+    result_json: str | None = None
+    progress_json: str | None = None
+    error_type: str = ""
+    error: str = ""
+    final: EndStatus = "auto"
+    delay: float | None = None
+    summary: str = ""  # one line for logs: "ValueError: bad input"
+
+    @property
+    def succeeded(self) -> bool:
+        return self.attempt_outcome is None
+
+    @classmethod
+    def failure(
+        cls,
+        attempt_outcome: AttemptOutcome,
+        error_type: str,
+        error: str,
+        *,
+        final: EndStatus = "auto",
+        delay: float | None = None,
+        progress_json: str | None = None,
+        summary: str | None = None,
+    ) -> Outcome:
+        return cls(
+            attempt_outcome=attempt_outcome,
+            error_type=error_type,
+            error=error,
+            final=final,
+            delay=delay,
+            progress_json=progress_json,
+            summary=one_line(error if summary is None else summary),
+        )
+
+
+class ResultNotSerializable(PermanentError):
+    """The handler returned a value that cannot be stored as JSON (retrying won't help)."""
+
+
+def success(job_type: str, result: Any, progress_json: str | None = None) -> Outcome:
+    """The outcome of a handler that returned ``result``.
+
+    A result the database cannot store fails the attempt for good, with the reason.
+    """
+    if result is None:
+        return Outcome(progress_json=progress_json)
+    try:
+        result_json = to_json(
+            result,
+            f"the result of job type {job_type!r}",
+            conf.RESULT_MAX_BYTES,
+            "PQJOBS['RESULT_MAX_BYTES']",
+        )
+    except PayloadError as exc:
+        return Outcome.failure(
+            AttemptOutcome.PERMANENT,
+            "ResultNotSerializable",
+            f"{exc} (returned: {type(result).__name__} {safe_repr(result)})",
+            final="failed",
+            progress_json=progress_json,
+        )
+    return Outcome(result_json=result_json, progress_json=progress_json)
+
+
+def classify(
+    exc: BaseException, *, timeout: float | None = None, progress_json: str | None = None
+) -> Outcome:
+    """The outcome of a handler that raised ``exc``.
+
+    ``Retry`` retries (after its delay, if it gives one); ``PermanentError`` fails at once;
+    ``JobCancelled`` ends the job cancelled; ``JobTimeout`` and every other exception count
+    as a failed attempt that is retried while attempts remain.
+    """
+    text = describe(exc)
+    name = error_type_name(exc)
+    summary = f"{name}: {message_of(exc)}"
+    if isinstance(exc, Retry):
+        reason = exc.reason or "retry requested"
+        return Outcome.failure(
+            AttemptOutcome.ERROR,
+            "Retry",
+            f"{reason}\n\n{text}",
+            delay=exc.delay,
+            progress_json=progress_json,
+            summary=reason,
+        )
+    if isinstance(exc, PermanentError):
+        return Outcome.failure(
+            AttemptOutcome.PERMANENT,
+            name,
+            text,
+            final="failed",
+            progress_json=progress_json,
+            summary=summary,
+        )
+    if isinstance(exc, JobCancelled):
+        return Outcome.failure(
+            AttemptOutcome.CANCELLED,
+            "JobCancelled",
+            text,
+            final="cancelled",
+            progress_json=progress_json,
+            summary=summary,
+        )
+    if isinstance(exc, JobTimeout):
+        message = message_of(exc) or f"job ran past its timeout of {timeout} s"
+        return Outcome.failure(
+            AttemptOutcome.TIMEOUT, "JobTimeout", message, progress_json=progress_json
+        )
+    return Outcome.failure(
+        AttemptOutcome.ERROR, name, text, progress_json=progress_json, summary=summary
+    )
+
+
+def unknown_type(job_type: str) -> Outcome:
+    return Outcome.failure(
+        AttemptOutcome.UNKNOWN_TYPE,
+        "UnknownJobType",
+        f"no handler registered for '{job_type}'",
+        final="failed",
+    )
+
+
+def error_type_name(exc: BaseException) -> str:
+    """Builtin and django-pqjobs exceptions by class name, others by dotted path."""
+    cls = type(exc)
+    if cls.__module__ == "builtins" or cls.__module__.startswith("django_pqjobs."):
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def describe(exc: BaseException) -> str:
+    """The exception's traceback, starting at the first frame outside the worker."""
+    tb: TracebackType | None = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        module = tb.tb_frame.f_globals.get("__name__", "")
+        if not module.startswith(_WORKER_MODULES):
+            break
+        tb = tb.tb_next
+    try:
+        return "".join(traceback.format_exception(type(exc), exc, tb))
+    except Exception:  # an exception whose __str__ itself raises
+        return f"{error_type_name(exc)} (its message could not be formatted)"
+
+
+def message_of(exc: BaseException) -> str:
+    """``str(exc)``, never raising."""
+    try:
+        return str(exc)
+    except Exception:
+        return f"<{type(exc).__name__} whose str() failed>"
+
+
+def safe_repr(value: Any, limit: int = 200) -> str:
+    """``repr`` cut to ``limit`` characters, never raising (values from handlers)."""
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__name__} whose repr() failed>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

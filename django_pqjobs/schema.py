@@ -1,0 +1,81 @@
+"""Is the job database ready? One-line answers for a project that forgot ``migrate`` or
+points the job tables at a database other than PostgreSQL.
+
+Checked where it costs nothing on the way that works: enqueueing looks at the connection's
+vendor (an attribute) and reads a database error only once one happened; ``run_jobs`` asks
+once, at start, which migrations of the app are not applied.
+"""
+
+from __future__ import annotations
+
+from django.apps import apps
+from django.conf import settings
+from django.db import DatabaseError, connections, transaction
+
+from .errors import DatabaseNotReady
+
+APP_LABEL = "django_pqjobs"
+# SQLSTATEs of a statement naming a function, table or column the database does not have.
+_MISSING_OBJECT = {"42883", "42P01", "42703"}
+
+
+def require_postgresql(alias: str) -> None:
+    """Raise :class:`DatabaseNotReady` unless ``alias`` is a PostgreSQL database."""
+    vendor = connections[alias].vendor
+    if vendor != "postgresql":
+        engine = settings.DATABASES.get(alias, {}).get("ENGINE", "?")
+        raise DatabaseNotReady(
+            f"django-pqjobs needs PostgreSQL, but the job database {alias!r} is {vendor} "
+            f"({engine}): point PQJOBS['DATABASE'] at a PostgreSQL database"
+        )
+
+
+def not_migrated(exc: DatabaseError, alias: str) -> DatabaseNotReady | None:
+    """The error to raise instead of ``exc`` when it says the job tables or the enqueue
+    function are missing or older than this code (``migrate`` not run); else None."""
+    cause = exc.__cause__
+    sqlstate = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+    said = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if sqlstate not in _MISSING_OBJECT or "pqjobs" not in said:
+        return None
+    return DatabaseNotReady(
+        f"the job tables of database {alias!r} are missing or out of date: run "
+        f"`manage.py migrate` (PostgreSQL said: {said})"
+    )
+
+
+def missing_migrations(alias: str) -> list[str]:
+    """The migrations ``migrate`` would still apply for this app on ``alias`` (with those of
+    other apps they need), e.g. ``["django_pqjobs.0012_operator_audit"]``.
+
+    Where this role may not read ``django_migrations`` (a worker with only its grants), it
+    says which of the app's tables are missing instead.
+    """
+    connection = connections[alias]
+    with transaction.atomic(using=alias), connection.cursor() as cursor:
+        # NULL when there is no such table yet: nothing was migrated, which Django can tell
+        cursor.execute(
+            "SELECT CASE WHEN to_regclass('django_migrations') IS NOT NULL "
+            "THEN has_table_privilege('django_migrations', 'SELECT') END"
+        )
+        readable = cursor.fetchone()[0]
+    if readable is False:
+        return _missing_tables(alias)
+    from django.db.migrations.executor import MigrationExecutor  # loads every app's migrations
+
+    executor = MigrationExecutor(connection)
+    targets = [key for key in executor.loader.graph.leaf_nodes() if key[0] == APP_LABEL]
+    return [
+        f"{migration.app_label}.{migration.name}"
+        for migration, backwards in executor.migration_plan(targets)
+        if not backwards
+    ]
+
+
+def _missing_tables(alias: str) -> list[str]:
+    existing = set(connections[alias].introspection.table_names())
+    return sorted(
+        f"table {model._meta.db_table}"
+        for model in apps.get_app_config(APP_LABEL).get_models()
+        if model._meta.db_table not in existing
+    )

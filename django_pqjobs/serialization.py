@@ -1,0 +1,118 @@
+"""JSON and text the way PostgreSQL will store them: payloads, results, progress, errors.
+
+jsonb refuses some of what Python's ``json`` writes: the escape ``\\u0000`` and lone
+surrogates, and ``NaN`` is not JSON at all. A value that nests too deeply is written fine
+but cannot be read back by the worker. Text columns refuse NUL characters. Checking here,
+before anything reaches the database, means a bad value is refused where it was made, with
+a message that says what is wrong, instead of failing a statement that also carries other
+jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+
+from .errors import PayloadError
+
+# Deeper values are refused: the worker decodes a payload inside a thread whose stack
+# already holds frames, and the admin pretty-prints with the recursive pure-Python encoder.
+MAX_NESTING = 100
+ERROR_TEXT_LIMIT = 10 * 1024
+
+# A JSON "\u0000" escape that is not itself an escaped backslash.
+_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+# A string literal in JSON text (with its escapes), to skip when measuring nesting.
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+
+
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def nests_deeper_than(text: str, levels: int) -> bool:
+    """Whether the arrays and objects of JSON ``text`` nest more than ``levels`` deep."""
+    if text.count("[") + text.count("{") <= levels:
+        return False  # the common case, decided at C speed
+    depth = 0
+    for bracket in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if bracket.group() in "[{" else -1
+        if depth > levels:
+            return True
+    return False
+
+
+def to_json(value: Any, what: str, limit: int | None = None, limit_setting: str = "") -> str:
+    """``value`` as JSON text that jsonb stores, or :class:`PayloadError` naming ``what``.
+
+    Dates, decimals and UUIDs go through Django's JSON encoder. ``limit`` caps the size in
+    bytes of the UTF-8 text; ``limit_setting`` names the setting that sets it.
+    """
+    try:
+        text = json.dumps(
+            value,
+            cls=DjangoJSONEncoder,
+            allow_nan=False,
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+    except (TypeError, ValueError) as exc:
+        raise PayloadError(f"{what} is not JSON-serialisable: {exc}") from exc
+    except RecursionError:
+        raise PayloadError(f"{what} is nested too deeply (or refers to itself)") from None
+    setting = f" ({limit_setting})" if limit_setting else ""
+    if limit is not None and len(text) > limit:  # every character is at least one byte
+        raise PayloadError(
+            f"{what} is at least {len(text)} bytes of JSON, over the limit of {limit} bytes"
+            f"{setting}"
+        )
+    try:
+        encoded = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PayloadError(
+            f"{what} holds a lone surrogate (text that is not valid Unicode), which "
+            "PostgreSQL cannot store"
+        ) from None
+    if limit is not None and len(encoded) > limit:
+        raise PayloadError(
+            f"{what} is {len(encoded)} bytes of JSON, over the limit of {limit} bytes{setting}"
+        )
+    # The substring test runs at C speed; the regex only when it could match.
+    if "\\u0000" in text and _JSON_NUL.search(text):
+        raise PayloadError(
+            f"{what} contains a NUL character (\\u0000), which PostgreSQL jsonb cannot store"
+        )
+    if nests_deeper_than(text, MAX_NESTING):
+        raise PayloadError(f"{what} nests arrays/objects more than {MAX_NESTING} levels deep")
+    return text
+
+
+def from_json(text: str | None) -> Any:
+    """Decode JSON text read from the database (None stays None)."""
+    return None if text is None else json.loads(text)
+
+
+def storable_text(text: str, limit: int | None = None) -> str:
+    """Text a PostgreSQL text column accepts, keeping what it can of ``text``.
+
+    For text nobody validated (exception messages, tracebacks): NUL characters are written
+    as ``\\x00`` and lone surrogates as their escapes. With ``limit``, the end is kept (in a
+    traceback the exception is at the end) behind a marker saying how much was cut.
+    """
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if limit is None or len(text) <= limit:
+        return text
+    marker = f"[... {len(text) - limit} characters cut ...]\n"
+    return marker + text[-(limit - len(marker)) :]
+
+
+def storable_error(text: str) -> str:
+    """An error text or traceback as stored: sanitised and capped at 10 KB."""
+    return storable_text(text, ERROR_TEXT_LIMIT)

@@ -1,0 +1,82 @@
+"""The vocabulary of a job's life: its statuses and how an attempt can end.
+
+Plain enums with no model behind them, so the state machine (``transitions.py``), the
+models' constraints, the admin and the worker all speak the same words, and the package
+can import them before Django's app registry is ready.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from django.db import models
+
+
+class JobStatus(models.TextChoices):
+    """Where a job is: ``ready`` → ``running`` → ``done`` | ``failed`` | ``cancelled``.
+
+    ``blocked``: ready to run but held back by flow control (its concurrency key is at its
+    limit, its rate is used up, or its queue or type is paused); it becomes ``ready`` again
+    when that clears.
+    """
+
+    READY = "ready", "Ready"
+    BLOCKED = "blocked", "Blocked"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+# A job is *active* until it reaches a final status; dedupe keys bind active jobs only.
+ACTIVE_STATUSES: tuple[JobStatus, ...] = (JobStatus.READY, JobStatus.BLOCKED, JobStatus.RUNNING)
+FINISHED_STATUSES: tuple[JobStatus, ...] = (
+    JobStatus.DONE,
+    JobStatus.FAILED,
+    JobStatus.CANCELLED,
+)
+
+
+class AttemptOutcome(models.TextChoices):
+    """How an attempt that did not succeed ended (one row of the attempt history each)."""
+
+    ERROR = "error", "Error (retryable)"
+    PERMANENT = "permanent", "Permanent error"
+    TIMEOUT = "timeout", "Timed out"
+    UNKNOWN_TYPE = "unknown_type", "No handler registered"
+    LOST = "lost", "Worker lost (rescued)"
+    RELEASED = "released", "Released (the attempt was given back)"
+    CANCELLED = "cancelled", "Cancelled while running"
+    KILLED = "killed", "Process killed (likely out of memory)"
+    CRASHED = "crashed", "Process crashed (signal)"
+    EXITED = "exited", "Process exited early"
+
+
+class AuditAction(models.TextChoices):
+    """What an operator did (one row of the audit trail, ``audit.py``, each)."""
+
+    RETRY = "retry", "Retry"
+    CANCEL = "cancel", "Cancel"
+    RUN_NOW = "run_now", "Run now"
+    RELEASE = "release", "Release"
+    DELETE = "delete", "Delete"
+    PAUSE = "pause", "Pause"
+    RESUME = "resume", "Resume"
+    SCHEDULE_ENABLE = "schedule_enable", "Enable schedule"
+    SCHEDULE_DISABLE = "schedule_disable", "Disable schedule"
+    SCHEDULE_RUN_NOW = "schedule_run_now", "Run schedule now"
+
+
+# Where an attempt that did not succeed sends its job: "auto" back to ready while attempts
+# remain (else failed, the dead-letter state); "failed" and "cancelled" end it at once.
+EndStatus = Literal["auto", "failed", "cancelled"]
+
+# How the worker recorded an attempt (the ``outcome`` of ``job_finished``, the worker's
+# counts): the job's new status, "retry" (back to ready after a backoff), "lost" (the
+# attempt was no longer ours), "released" (given back at shutdown) or "unrecorded" (the
+# database stayed unreachable until the worker stopped; the job is rescued later).
+Recorded = Literal["done", "retry", "failed", "cancelled", "lost", "released", "unrecorded"]
+
+# What holds a blocked job back: its concurrency key is at its limit, its rate limit is
+# used up for now, or its queue or job type is paused.
+BlockedBy = Literal["limit", "rate", "paused"]

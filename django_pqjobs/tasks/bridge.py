@@ -1,0 +1,71 @@
+"""The framework's ``task_finished`` signal, sent from django-pqjobs's own ``job_finished`` in
+the worker process, for jobs that are tasks.
+
+It goes out after each attempt's outcome is recorded — SUCCESSFUL, FAILED, or READY when
+the task failed and will be retried — through the signals of the task's own family, with
+``sender=PQJobsBackend``. As with the framework's own backends, the ``TaskResult`` sent with
+``task_started`` (by the task's handler, see :mod:`.runner`) is the one updated and sent at
+the end. A receiver that raises is logged; it never stops the worker. A signal nothing
+would receive is not sent (see :mod:`.sending`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from django.utils import timezone
+
+from .. import signals as core_signals
+from . import results
+from .runner import RETURN_VALUE, STARTED_RESULT, registered
+from .sending import observed, send
+
+if TYPE_CHECKING:
+    from ..models import Job
+
+# job_finished's outcome -> the job's status after it ("lost" sends nothing: the attempt's
+# outcome was discarded, another worker owns the job now).
+_STATUS_AFTER = {"done": "done", "retry": "ready", "failed": "failed", "cancelled": "cancelled"}
+
+
+def connect() -> None:
+    core_signals.job_finished.connect(_job_finished, dispatch_uid="django_pqjobs.tasks.finished")
+
+
+def _job_finished(sender: str, job: Job, outcome: str, **kwargs: Any) -> None:
+    bound = registered.get(job.job_type)
+    status = _STATUS_AFTER.get(outcome)
+    if bound is None or status is None:
+        return
+    level = logging.INFO if status in ("done", "ready") else logging.ERROR
+    if not observed(bound.family, bound.family.task_finished, level):
+        return
+    return_value = getattr(job, RETURN_VALUE, results.MISSING)
+    if status == "done" and return_value is not results.MISSING and not results.needs_history(job):
+        # The common case, without a query: the attempt ended "now" on this worker's clock
+        # (the row holds the database's).
+        task_result = getattr(job, STARTED_RESULT, None)
+        if task_result is None:
+            task_result = results.build(bound.family, bound.task, job, None, status="running")
+        results.mark_successful(bound.family, task_result, return_value, timezone.now())
+    else:
+        from ..models import Job
+
+        alias = _alias(job)
+        stored = Job.objects.using(alias).filter(pk=job.id).first()
+        if stored is None:
+            return
+        history = results.load_history(alias, job.id) if results.needs_history(stored) else None
+        task_result = results.build(bound.family, bound.task, stored, history)
+        sent = getattr(job, STARTED_RESULT, None)
+        if sent is not None:
+            results.update(sent, task_result)
+            task_result = sent
+    send(bound.family, bound.family.task_finished, task_result, bound.path)
+
+
+def _alias(job: Job) -> str:
+    from ..conf import conf
+
+    return job._state.db or conf.DATABASE

@@ -1,0 +1,178 @@
+"""Options django-pqjobs adds to a task: attempts, backoff, timeout, isolation, memory limit,
+dedupe. They come, field by field, from ``@task(...)`` keyword arguments (Django 6.1+ and the
+backport forward them to the backend's task class), else from ``@task_options(...)`` under
+``@task`` (any version), else from the backend's ``OPTIONS``, else from ``PQJOBS``.
+
+Every value is validated when it is declared, so a bad one fails the import of its module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, TypeVar
+
+from ..errors import InvalidJobOption
+from ..options import Dedupe, Isolation
+from ..options import dedupe as validate_dedupe
+from ..options import isolation as validate_isolation
+from ..options import max_attempts as validate_max_attempts
+from ..options import memory_limit as parse_memory
+from ..options import timeout as validate_timeout
+from ..policies import BackoffPolicy, make_backoff
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DedupeKey = str | Callable[..., str | None]
+
+# The keys of a backend's OPTIONS and the task option each sets a default for. There is no
+# backend-wide dedupe key: a key only means something for one task.
+BACKEND_OPTIONS = {
+    "MAX_ATTEMPTS": "max_attempts",
+    "TIMEOUT": "timeout",
+    "BACKOFF": "backoff",
+    "ISOLATION": "isolation",
+    "MEMORY_LIMIT": "memory_limit",
+    "DEDUPE": "dedupe",
+}
+
+_DECLARED = "pqjobs_task_options"
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """Validated options; ``None`` means "not set here"."""
+
+    max_attempts: int | None = None
+    timeout: float | None = None
+    backoff: BackoffPolicy | None = None
+    isolation: Isolation | None = None
+    memory_limit: int | None = None
+    dedupe_key: DedupeKey | None = None
+    dedupe: Dedupe | None = None
+
+    def over(self, defaults: TaskOptions) -> TaskOptions:
+        """These options, with ``defaults`` filling the ones not set."""
+        return replace(
+            defaults,
+            **{
+                f.name: getattr(self, f.name)
+                for f in fields(self)
+                if getattr(self, f.name) is not None
+            },
+        )
+
+    def check_combination(self, where: str) -> None:
+        if self.memory_limit is not None and self.isolation != "process":
+            raise InvalidJobOption(f"{where}: memory_limit needs isolation='process'")
+
+
+OPTION_NAMES = tuple(f.name for f in fields(TaskOptions))
+
+
+def parse_options(
+    raw: Mapping[str, Any], where: str, label: Callable[[str], str] | None = None
+) -> TaskOptions:
+    """Validate option values given by their task-level names (``max_attempts=...``).
+
+    Errors name an option as ``label(name)`` (default: ``"<where> <name>"``).
+    """
+    unknown = sorted(set(raw) - set(OPTION_NAMES))
+    if unknown:
+        raise InvalidJobOption(
+            f"{where}: unknown option(s) {', '.join(unknown)}; known: {', '.join(OPTION_NAMES)}"
+        )
+    values: dict[str, Any] = {}
+    for name, value in raw.items():
+        if value is None:
+            continue
+        what = label(name) if label else f"{where} {name}"
+        if name == "max_attempts":
+            values[name] = validate_max_attempts(value, what)
+        elif name == "timeout":
+            values[name] = validate_timeout(value, what)
+        elif name == "backoff":
+            try:
+                values[name] = make_backoff(value, what)
+            except ValueError as exc:
+                raise InvalidJobOption(str(exc)) from None
+        elif name == "isolation":
+            values[name] = validate_isolation(value, what)
+        elif name == "memory_limit":
+            values[name] = parse_memory(value, what)
+        elif name == "dedupe_key":
+            values[name] = _validate_dedupe_key(value, what)
+        elif name == "dedupe":
+            values[name] = validate_dedupe(value, what)
+    return TaskOptions(**values)
+
+
+def parse_backend_options(raw: object, alias: str) -> TaskOptions:
+    """Validate a backend's ``OPTIONS`` (``{"MAX_ATTEMPTS": 3, ...}``)."""
+    where = f"TASKS[{alias!r}]['OPTIONS']"
+    if not isinstance(raw, Mapping):
+        raise InvalidJobOption(f"{where} must be a dict, got {raw!r}")
+    unknown = sorted(set(raw) - set(BACKEND_OPTIONS))
+    if unknown:
+        raise InvalidJobOption(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"known: {', '.join(BACKEND_OPTIONS)}"
+        )
+    keys = {name: key for key, name in BACKEND_OPTIONS.items()}
+    options = parse_options(
+        {BACKEND_OPTIONS[key]: value for key, value in raw.items()},
+        where,
+        label=lambda name: f"{where}[{keys[name]!r}]",
+    )
+    options.check_combination(where)
+    return options
+
+
+def _validate_dedupe_key(value: object, what: str) -> DedupeKey:
+    if callable(value):
+        return value
+    if isinstance(value, str) and 0 < len(value) <= 255:
+        return value
+    raise InvalidJobOption(
+        f"{what} must be a string of 1-255 characters, or a function of the task's arguments "
+        f"that returns one (or None), got {value!r}"
+    )
+
+
+def task_options(**options: Any) -> Callable[[F], F]:
+    """Declare django-pqjobs options for a task, on any Django version.
+
+    Put it *under* ``@task``::
+
+        @task(queue_name="emails")
+        @task_options(max_attempts=3, timeout=60, isolation="process")
+        def send_receipt(order_id: int) -> None: ...
+
+    Options: ``max_attempts``, ``timeout`` (seconds or timedelta), ``backoff`` (as
+    ``@job(backoff=...)``), ``isolation`` (``"thread"`` / ``"process"``), ``memory_limit``
+    (``"512M"``; needs process isolation), ``dedupe_key`` (a string, or a function called with
+    the task's arguments that returns the key or None) and ``dedupe`` (``"skip"``,
+    ``"replace"``, ``"error"``). On Django 6.1+ and with the backport the same keywords can be
+    given to ``@task(...)`` itself, and win over these. Bad values raise
+    :class:`~django_pqjobs.InvalidJobOption` at once.
+    """
+    declared = parse_options(options, "@task_options(...)")
+
+    def decorator(func: F) -> F:
+        if not callable(func) or hasattr(func, "func"):
+            raise InvalidJobOption(
+                "@task_options(...) must decorate the task's function: put it under @task"
+            )
+        setattr(func, _DECLARED, declared)
+        return func
+
+    return decorator
+
+
+def options_of(task: Any) -> TaskOptions:
+    """The options a task declared, ``@task(...)`` keywords over ``@task_options``."""
+    declared = getattr(task.func, _DECLARED, None) or TaskOptions()
+    given = {name: getattr(task, name, None) for name in OPTION_NAMES}
+    if not any(value is not None for value in given.values()):
+        return declared
+    return parse_options(given, f"@task {task.module_path}").over(declared)

@@ -1,0 +1,171 @@
+"""A task as a job type: the ``JobType`` each task becomes and the handler that runs it.
+
+Every task of this backend is registered as a job type named after its module path when the
+task is created (at import of its module), so the worker gives tasks what it gives any job:
+timeouts, process isolation, retries with backoff, dedupe, cancel, progress, the admin.
+
+The handler sends the framework's ``task_started`` just before it calls the task, in the
+process that runs it (the worker, or the job's own process under process isolation).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+
+from ..errors import PermanentError
+from ..registry import JobType, registry
+from . import payload, results
+from .arguments import normalize_return_value
+from .options import TaskOptions, options_of
+from .sending import observed, send
+
+if TYPE_CHECKING:
+    from ..context import JobContext
+    from .families import Family
+
+# Set on the claimed Job object by the handler: the return value the worker is about to
+# store, so the task_finished signal need not read it back from the database; and the
+# attempt's TaskResult, sent with task_started, to be updated and sent with task_finished.
+RETURN_VALUE = "_pqjobs_task_return_value"
+STARTED_RESULT = "_pqjobs_task_result"
+
+
+@dataclass(frozen=True, eq=False)
+class BoundTask:
+    """What the handler of a task's job type runs: the task, its family and its options."""
+
+    task: Any
+    family: Family
+    options: TaskOptions
+
+    @property
+    def path(self) -> str:
+        return str(self.task.module_path)
+
+
+# The tasks registered in this process by job type name (what the registry holds, without
+# its lookups: the worker asks for every job that finishes).
+registered: dict[str, BoundTask] = {}
+
+
+def bound_task(job_type: JobType | None) -> BoundTask | None:
+    """The task a job type runs, or None for a native job type."""
+    return getattr(job_type.handler, "pqjobs_task", None) if job_type is not None else None
+
+
+def ensure_registered(task: Any, family: Family, defaults: TaskOptions) -> JobType:
+    """The job type of ``task``, registered on first use.
+
+    Raises InvalidJobOption for bad options and JobTypeAlreadyRegistered when a native job
+    type already owns the task's module path.
+    """
+    existing = registry.get(task.module_path)
+    bound = bound_task(existing)
+    if existing is not None and bound is not None and bound.task is task:
+        return existing
+    options = options_of(task).over(defaults)
+    options.check_combination(f"task {task.module_path!r}")
+    if existing and bound and bound.task.func is task.func and bound.options == options:
+        return existing  # a .using() copy: the same job type
+    bound = BoundTask(task, family, options)
+    job_type = JobType(
+        name=task.module_path,
+        handler=_handler(bound),
+        max_attempts=options.max_attempts,
+        timeout=options.timeout,
+        backoff=options.backoff,
+        dedupe=options.dedupe,
+        isolation=options.isolation,
+        memory_limit=options.memory_limit,
+    )
+    registry.register(job_type)
+    registered[job_type.name] = bound
+    # The framework's task_finished is sent from this process's job_finished, connected once
+    # a task exists here (a worker that runs no task pays nothing for it).
+    from .bridge import connect
+
+    connect()
+    return job_type
+
+
+def _handler(bound: BoundTask) -> Any:
+    task = bound.task
+    func = task.func
+    family = bound.family
+    takes_context = bool(task.takes_context)
+    started = family.task_started
+    # The per-job path of a no-op task costs about what running a no-op job does: it is
+    # written with few calls (the payload check and the return value's inline).
+
+    if inspect.iscoroutinefunction(func):
+
+        async def run_async(ctx: JobContext) -> Any:
+            args, kwargs = _arguments(bound, ctx)
+            if takes_context or observed(family, started, logging.INFO):
+                # Its queries and the signal's receivers are sync code.
+                context = await sync_to_async(_start, thread_sensitive=True)(bound, ctx)
+                if takes_context:
+                    args = [context, *args]
+            value = await func(*args, **kwargs)
+            if value is not None:
+                value = normalize_return_value(bound.path, value)
+            setattr(ctx.job, RETURN_VALUE, value)
+            return value
+
+        handler: Any = run_async
+    else:
+
+        def run(ctx: JobContext) -> Any:
+            stored = ctx.job.payload
+            args = stored.get("args") if type(stored) is dict else None
+            kwargs = stored.get("kwargs") if type(stored) is dict else None
+            if not (
+                type(args) is list
+                and type(kwargs) is dict
+                and type(stored.get(payload.BACKEND_KEY)) is str
+            ):
+                args, kwargs = _arguments(bound, ctx)
+            if takes_context or observed(family, started, logging.INFO):
+                context = _start(bound, ctx)
+                if takes_context:
+                    args = [context, *args]
+            value = func(*args, **kwargs)
+            if value is not None:
+                value = normalize_return_value(bound.path, value)
+            setattr(ctx.job, RETURN_VALUE, value)
+            return value
+
+        handler = run
+    # The job type's dotted path is the task's, so the task registered again (a .using()
+    # copy, a second backend alias) is the same job type, not a conflicting one.
+    handler.__module__ = func.__module__
+    handler.__qualname__ = func.__qualname__
+    handler.pqjobs_task = bound
+    return handler
+
+
+def _arguments(bound: BoundTask, ctx: JobContext) -> tuple[list[Any], dict[str, Any]]:
+    try:
+        _alias, args, kwargs = payload.unpack(ctx.job.payload)
+    except ValueError as exc:
+        raise PermanentError(f"job {ctx.job.id} of task {bound.path!r}: {exc}") from None
+    return args, kwargs
+
+
+def _start(bound: BoundTask, ctx: JobContext) -> Any:
+    """The attempt's RUNNING TaskResult: sent with ``task_started`` (where it has receivers)
+    and kept on the job for ``task_finished``. Returns the TaskContext a
+    ``takes_context`` task gets (its TaskResult and attempt number), else None."""
+    family = bound.family
+    job = ctx.job
+    history = results.load_history(ctx.using, job.id) if results.needs_history(job) else None
+    task_result = results.build(family, bound.task, job, history, status="running")
+    setattr(job, STARTED_RESULT, task_result)
+    if observed(family, family.task_started, logging.INFO):
+        send(family, family.task_started, task_result, bound.path)
+    return family.task_context(task_result=task_result) if bound.task.takes_context else None

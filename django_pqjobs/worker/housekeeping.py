@@ -1,0 +1,144 @@
+"""Keeping the job tables healthy: stale-job rescue (logged), retention pruning (finished jobs
+and the audit trail), and VACUUM where autovacuum does not run. Workers run these
+periodically; the ``reap_stale`` and ``prune_jobs`` commands run them on demand.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.db import connections, transaction
+
+from .. import audit, transitions
+from ..conf import conf
+from ..printable import printable
+
+logger = logging.getLogger("django_pqjobs")
+
+VACUUM_LOCK_KEY = transitions.REAPER_LOCK_KEY + 1  # one vacuuming worker at a time
+FLOW_LOCK_KEY = transitions.REAPER_LOCK_KEY + 2  # one flow sweep at a time
+VACUUM_MIN_DEAD = 10_000
+VACUUM_DEAD_RATIO = 0.1
+
+
+def reap_stale(alias: str, stale_after: float) -> list[transitions.Rescued] | None:
+    """Rescue stale jobs once and log each one. None when another worker holds the lock."""
+    rescued = transitions.rescue_stale(alias, stale_after)
+    for job in rescued or []:
+        logger.warning(
+            "rescued job %s %s attempt %s from worker %s: now %s%s",
+            job.job_id,
+            printable(job.job_type),
+            job.attempt,
+            printable(job.worker_id),
+            job.status,
+            "" if job.charged else " (it never started: the attempt was given back)",
+            extra={
+                "job_id": job.job_id,
+                "job_type": printable(job.job_type),
+                "attempt": job.attempt,
+                "outcome": "rescued",
+                "status": job.status,
+                "worker_id": printable(job.worker_id),
+            },
+        )
+    return rescued
+
+
+_PRUNE = """
+WITH doomed AS (
+    SELECT id FROM pqjobs_job
+    WHERE status = %(status)s AND finished_at < now() - make_interval(secs => %(age)s)
+    ORDER BY finished_at
+    LIMIT %(batch)s
+    FOR UPDATE SKIP LOCKED
+), history AS (
+    DELETE FROM pqjobs_attempt WHERE job_id IN (SELECT id FROM doomed)
+)
+DELETE FROM pqjobs_job WHERE id IN (SELECT id FROM doomed)
+"""
+
+
+def prune(
+    alias: str, retention: dict[str, float | None], batch: int = 5000, max_batches: int = 1000
+) -> dict[str, int]:
+    """Delete finished jobs older than their status's retention, in short batches."""
+    deleted: dict[str, int] = {}
+    for status in ("done", "failed", "cancelled"):
+        age = retention.get(status)
+        deleted[status] = 0
+        if age is None:
+            continue
+        for _ in range(max_batches):
+            with connections[alias].cursor() as cursor:
+                cursor.execute(_PRUNE, {"status": status, "age": float(age), "batch": batch})
+                count = cursor.rowcount
+            deleted[status] += count
+            if count < batch:
+                break
+    return deleted
+
+
+def prune_finished(alias: str) -> dict[str, int]:
+    """Prune by ``PQJOBS['RETENTION']`` and the audit trail by ``PQJOBS['AUDIT_RETENTION']``,
+    then vacuum if autovacuum is off for the tables. Returns the jobs deleted per status."""
+    deleted = prune(alias, conf.RETENTION)
+    if any(deleted.values()):
+        logger.info("pruned finished jobs: %s", deleted)
+    actions = audit.prune(alias, conf.AUDIT_RETENTION)
+    if actions:
+        logger.info("pruned %d operator actions from the audit trail", actions)
+    started = time.monotonic()
+    if vacuum_if_needed(alias):
+        logger.info(
+            "vacuumed the job tables in %.1f s (autovacuum is off for them)",
+            time.monotonic() - started,
+        )
+    return deleted
+
+
+_JOB_TABLE_HEALTH = """
+SELECT s.n_dead_tup, s.n_live_tup,
+       current_setting('autovacuum')::boolean
+       AND NOT coalesce('autovacuum_enabled=false' = ANY(c.reloptions), false)
+FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+WHERE s.relid = 'pqjobs_job'::regclass
+"""
+
+
+def vacuum_if_needed(alias: str) -> bool:
+    """VACUUM the job tables when autovacuum is off for them and dead rows piled up.
+
+    Every job leaves dead row versions behind (claim, completion, pruning); without
+    autovacuum nothing reclaims them and the table and its indexes grow for ever. Returns
+    True if it vacuumed. Must run outside a transaction (VACUUM cannot run inside one).
+    """
+    with connections[alias].cursor() as cursor:
+        cursor.execute(_JOB_TABLE_HEALTH)
+        row = cursor.fetchone()
+        if row is None:
+            return False
+        dead, live, autovacuum = int(row[0]), int(row[1]), bool(row[2])
+        if autovacuum or dead < max(VACUUM_MIN_DEAD, VACUUM_DEAD_RATIO * live):
+            return False
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [VACUUM_LOCK_KEY])
+        if not cursor.fetchone()[0]:
+            return False
+        try:
+            cursor.execute("VACUUM (ANALYZE) pqjobs_job, pqjobs_attempt")
+        finally:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [VACUUM_LOCK_KEY])
+    return True
+
+
+def release_rate_blocked(alias: str) -> int | None:
+    """Release the jobs rate limits held back, as far as their windows have room now.
+
+    One worker at a time does it (None when another holds the lock).
+    """
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [FLOW_LOCK_KEY])
+        if not cursor.fetchone()[0]:
+            return None
+        return transitions.promote_rate_blocked(alias)

@@ -1,0 +1,133 @@
+"""The jobs a worker holds: one :class:`Slot` per claimed job, kept in :class:`InFlight`
+from the claim until its outcome is recorded (so its heartbeat goes on until then).
+
+A slot moves through ``queued`` (claimed, waiting for an executor) → ``handler`` (the
+handler runs; the watchdog may interrupt it) → ``finishing`` (the outcome is being decided
+and recorded) → ``done``. ``abandoned`` marks a thread job that ignored its timeout: its
+outcome was recorded by the watchdog and whatever its thread does later is discarded.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import JobTimeout
+from ..transitions import Fence
+
+if TYPE_CHECKING:
+    from ..context import JobContext
+    from ..models import Job
+
+SlotState = Literal["queued", "handler", "finishing", "done"]
+
+
+@dataclass
+class Slot:
+    """One job in flight and what the watchdog needs to enforce its timeout."""
+
+    job: Job
+    ctx: JobContext
+    fence: Fence
+    thread: threading.Thread | None = None
+    started: float = field(default_factory=time.monotonic)
+    deadline: float | None = None
+    is_async: bool = False
+    state: SlotState = "queued"
+    interrupted_at: float | None = None
+    abandoned: bool = False
+    isolated: bool = False
+    process: Any = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def elapsed_ms(self) -> int:
+        return int((time.monotonic() - self.started) * 1000)
+
+    def enter_handler(self) -> None:
+        with self.lock:
+            self.thread = threading.current_thread()
+            self.started = time.monotonic()
+            timeout = self.job.timeout_seconds
+            self.deadline = None if timeout is None else self.started + float(timeout)
+            self.state = "handler"
+
+    def leave_handler(self) -> None:
+        """Stop timeouts from firing; cancel one that was raised but not yet delivered."""
+        with self.lock:
+            if self.state != "handler":
+                return
+            self.state = "finishing"
+            if self.interrupted_at is not None and self.thread is not None:
+                _set_async_exc(self.thread, None)
+
+    def interrupt(self) -> bool:
+        """Raise JobTimeout in the handler's thread (once). False if it already left."""
+        with self.lock:
+            if self.state != "handler" or self.interrupted_at is not None or self.thread is None:
+                return False
+            self.interrupted_at = time.monotonic()
+            if not self.is_async:
+                _set_async_exc(self.thread, JobTimeout)
+            return True
+
+    def abandon(self) -> bool:
+        """Give up on a handler that ignored its interrupt. False if it left meanwhile."""
+        with self.lock:
+            if self.state != "handler" or self.abandoned:
+                return False
+            self.abandoned = True
+            return True
+
+    def finish(self) -> bool:
+        """Mark the slot done; True if its thread was abandoned meanwhile."""
+        with self.lock:
+            self.state = "done"
+            return self.abandoned
+
+
+def _set_async_exc(thread: threading.Thread, exc: type[BaseException] | None) -> None:
+    ident = thread.ident
+    if ident is None:
+        return
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(ident), ctypes.py_object(exc) if exc is not None else None
+    )
+
+
+class InFlight:
+    """The slots of one worker by job id; safe to use from every worker thread."""
+
+    def __init__(self) -> None:
+        self._slots: dict[int, Slot] = {}
+        self._lock = threading.Lock()
+
+    def add(self, slot: Slot) -> None:
+        with self._lock:
+            self._slots[slot.fence.job_id] = slot
+
+    def remove(self, slot: Slot) -> bool:
+        """Forget ``slot``; False if it was not held (already removed)."""
+        with self._lock:
+            return self._slots.pop(slot.fence.job_id, None) is not None
+
+    def snapshot(self) -> list[Slot]:
+        with self._lock:
+            return list(self._slots.values())
+
+    def fences(self) -> list[Fence]:
+        """The attempts this worker still answers for (abandoned ones are being recorded)."""
+        return [s.fence for s in self.snapshot() if not s.abandoned]
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __bool__(self) -> bool:
+        return bool(self._slots)
+
+    def __iter__(self) -> Iterator[Slot]:
+        return iter(self.snapshot())

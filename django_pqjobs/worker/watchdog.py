@@ -1,0 +1,93 @@
+"""The watchdog thread: enforces the timeouts of jobs running in executor threads.
+
+At a job's deadline it raises :class:`~django_pqjobs.JobTimeout` in the handler's thread;
+if the handler is still running ``TIMEOUT_GRACE`` seconds later (blocked in C code, where
+the exception cannot land), it abandons the thread: the attempt is recorded as timed out
+and a replacement thread takes its place, so the worker keeps its capacity. Isolated jobs
+are timed by their parent thread instead (``isolation.py``), which kills the child.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from django.db import connections
+
+from ..outcomes import Outcome
+from ..printable import printable
+from ..statuses import AttemptOutcome
+from .recorder import log_fields
+from .slots import InFlight, Slot
+
+logger = logging.getLogger("django_pqjobs")
+
+TICK = 0.05
+
+
+class Watchdog(threading.Thread):
+    def __init__(
+        self,
+        in_flight: InFlight,
+        grace: float,
+        record: Callable[[Slot, Outcome], None],
+        replace_executor: Callable[[], None],
+    ) -> None:
+        super().__init__(name="pqjobs-watchdog", daemon=True)
+        self.in_flight = in_flight
+        self.grace = grace
+        self.record = record
+        self.replace_executor = replace_executor
+        self.stopping = threading.Event()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def run(self) -> None:
+        try:
+            while not self.stopping.wait(TICK):
+                self.check(time.monotonic())
+        finally:
+            connections.close_all()
+
+    def check(self, now: float) -> None:
+        for slot in self.in_flight:
+            if slot.deadline is None or slot.abandoned or slot.isolated or slot.state != "handler":
+                continue
+            if slot.interrupted_at is None and now >= slot.deadline:
+                if slot.interrupt():
+                    logger.warning(
+                        "job %s %s passed its timeout of %s s: interrupting",
+                        slot.job.id,
+                        printable(slot.job.job_type),
+                        slot.job.timeout_seconds,
+                        extra=log_fields(slot, "timeout"),
+                    )
+            elif slot.interrupted_at is not None and now >= slot.interrupted_at + self.grace:
+                self.abandon(slot)
+
+    def abandon(self, slot: Slot) -> None:
+        """The handler ignored the interrupt (blocked in C): give up on its thread."""
+        if not slot.abandon():
+            return
+        job = slot.job
+        logger.error(
+            "job %s %s did not stop within %s s of its timeout (blocked outside "
+            "Python?): abandoning its thread and starting a replacement",
+            job.id,
+            printable(job.job_type),
+            self.grace,
+            extra=log_fields(slot, "timeout"),
+        )
+        self.record(
+            slot,
+            Outcome.failure(
+                AttemptOutcome.TIMEOUT,
+                "JobTimeout",
+                f"job ran past its timeout of {job.timeout_seconds} s and did not stop "
+                f"within {self.grace} s of being interrupted; its thread was abandoned",
+            ),
+        )
+        self.replace_executor()

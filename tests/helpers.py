@@ -1,0 +1,120 @@
+"""Helpers the tests import: bounded waiting, job status, and real ``run_jobs`` processes.
+
+Fixtures live in ``conftest.py``; everything a test calls directly lives here.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from django.db import connection
+
+from django_pqjobs.models import Job
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail the test at ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(interval)
+
+
+def job_status(job_id: int) -> str:
+    return Job.objects.values_list("status", flat=True).get(pk=job_id)
+
+
+def wait_status(job_id: int, *statuses: str, timeout: float = 10.0) -> Job:
+    wait_for(lambda: job_status(job_id) in statuses, timeout)
+    return Job.objects.get(pk=job_id)
+
+
+class WorkerProcess:
+    """A ``manage.py run_jobs`` process on the test database; its output goes to a log file
+    (a full pipe would block it)."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        # closed in stop(), which run_jobs() always calls
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="run_jobs-", suffix=".log")  # noqa: SIM115
+        environment = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "PQJOBS_TEST_DATABASE": connection.settings_dict["NAME"],
+            **env,
+        }
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "django", "run_jobs", *args],
+            cwd=ROOT,
+            env=environment,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def signal(self, signum: int) -> None:
+        self.process.send_signal(signum)
+
+    def poll(self) -> int | None:
+        """The exit status, or None while the process runs."""
+        return self.process.poll()
+
+    def wait(self, timeout: float) -> int:
+        return self.process.wait(timeout)
+
+    def output(self) -> str:
+        self.log.flush()
+        return Path(self.log.name).read_text()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+        self.log.close()
+
+
+@contextmanager
+def run_jobs(*args: str, **env: str) -> Iterator[WorkerProcess]:
+    """``with run_jobs("--concurrency", "4", WORKER_STALE_TIMEOUT="2") as worker: ...``
+
+    The process is killed when the block ends, whatever happens in it; if the block fails,
+    the worker's output is printed (pytest shows it with the failure).
+    """
+    worker = WorkerProcess(list(args), env)
+    try:
+        yield worker
+    except BaseException:
+        print(f"--- output of run_jobs {' '.join(args)} (pid {worker.pid}) ---")
+        print(worker.output())
+        raise
+    finally:
+        worker.stop()
+
+
+def documented_sql(doc: str, tag: str) -> str:
+    """The SQL block that follows ``<!-- tested: <tag> ... -->`` in ``docs/<doc>``.
+
+    Tests run the statements the documentation shows, so the two cannot drift apart.
+    """
+    text = (ROOT / "docs" / doc).read_text()
+    marker = f"<!-- tested: {tag}"
+    assert marker in text, f"docs/{doc} has no block marked {marker!r}"
+    after = text[text.index(marker) :]
+    start = after.index("```sql\n") + len("```sql\n")
+    return after[start : after.index("```", start)]

@@ -1,0 +1,198 @@
+"""Management commands against PostgreSQL: --verbosity, --database, and names from the
+database printed with their control characters escaped."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from django_pqjobs import enqueue_job
+from django_pqjobs.models import Job, OperatorAction, Schedule
+from django_pqjobs.schedules.scheduler import database_now
+from django_pqjobs.worker.claiming import claim_jobs
+from tests.helpers import run_jobs
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "second"])
+
+EVIL_NAME = "evil\x1b[2J\nforged line"
+EVIL_SHOWN = "evil\\x1b[2J\\nforged line"
+
+
+def command_output(name: str, *args: str, **options) -> str:
+    out = StringIO()
+    call_command(name, *args, stdout=out, **options)
+    return out.getvalue()
+
+
+def stale_running_jobs(alias: str, worker_id: str, count: int) -> list[int]:
+    """``count`` new running jobs of ``worker_id`` whose heartbeat stopped an hour ago."""
+    Job.objects.using(alias).filter(status="ready").update(status="done")
+    ids = [enqueue_job("tests.noop", using=alias) for _ in range(count)]
+    assert [job.id for job in claim_jobs(alias, worker_id, None, count).jobs] == ids
+    Job.objects.using(alias).filter(pk__in=ids).update(
+        heartbeat_at=database_now(alias) - timedelta(hours=1)
+    )
+    return ids
+
+
+def make_schedule(alias: str, name: str) -> Schedule:
+    return Schedule.objects.using(alias).create(
+        name=name,
+        job_type="tests.noop",
+        interval_seconds=3600,
+        next_run_at=database_now(alias) + timedelta(hours=1),
+        payload={"report": "weekly"},
+    )
+
+
+# --- reap_stale -------------------------------------------------------------------------
+
+
+def test_reap_stale_prints_by_verbosity():
+    first = stale_running_jobs("default", "gone", 1)[0]
+    assert command_output("reap_stale", verbosity=0) == ""
+    assert Job.objects.get(pk=first).status == "ready"  # quiet, but done
+
+    stale_running_jobs("default", "gone", 2)
+    assert command_output("reap_stale", verbosity=1) == (
+        "rescued 2 stale job(s) (no heartbeat for 1200 s)\n"
+    )
+
+    [third] = stale_running_jobs("default", "gone", 1)
+    lines = command_output("reap_stale", verbosity=2).splitlines()
+    assert lines == [
+        f"job {third} tests.noop attempt 1 (worker gone) -> ready",
+        "rescued 1 stale job(s) (no heartbeat for 1200 s)",
+    ]
+
+
+def test_reap_stale_escapes_job_types_and_worker_ids():
+    [job_id] = stale_running_jobs("default", "w\x1b[31m", 1)
+    Job.objects.filter(pk=job_id).update(job_type=EVIL_NAME)
+    text = command_output("reap_stale", verbosity=2)
+    assert f"job {job_id} {EVIL_SHOWN} attempt 1 (worker w\\x1b[31m) -> ready\n" in text
+    assert "\x1b" not in text and text.count("\n") == 2
+
+
+def test_reap_stale_works_on_the_database_it_is_given():
+    [here] = stale_running_jobs("default", "gone", 1)
+    [there] = stale_running_jobs("second", "gone", 1)
+    text = command_output("reap_stale", "--database", "second", verbosity=2)
+    assert f"job {there} tests.noop" in text
+    assert Job.objects.using("second").get(pk=there).status == "ready"
+    assert Job.objects.get(pk=here).status == "running"
+
+
+# --- prune_jobs -------------------------------------------------------------------------
+
+
+def finished_days_ago(alias: str, days: int) -> int:
+    job_id = enqueue_job("tests.noop", using=alias)
+    Job.objects.using(alias).filter(pk=job_id).update(
+        status="done", finished_at=database_now(alias) - timedelta(days=days)
+    )
+    return job_id
+
+
+def test_prune_jobs_prints_by_verbosity():
+    finished_days_ago("default", 30)
+    assert command_output("prune_jobs", verbosity=0) == ""
+    assert not Job.objects.exists()
+    finished_days_ago("default", 30)
+    OperatorAction.objects.create(actor="alice", action="retry", job_id=1)
+    OperatorAction.objects.create(actor="bob", action="retry", job_id=2)
+    OperatorAction.objects.filter(actor="alice").update(
+        at=database_now("default") - timedelta(days=400)
+    )
+    assert command_output("prune_jobs", verbosity=1).splitlines() == [
+        "done: deleted 1 (older than 604800 s)",
+        "failed: deleted 0 (older than 2.592e+06 s)",
+        "cancelled: deleted 0 (older than 604800 s)",
+        "operator actions: deleted 1 (older than 3.1536e+07 s)",
+    ]
+    assert list(OperatorAction.objects.values_list("actor", flat=True)) == ["bob"]
+
+
+def test_prune_jobs_works_on_the_database_it_is_given():
+    here = finished_days_ago("default", 30)
+    finished_days_ago("second", 30)
+    assert "done: deleted 1" in command_output("prune_jobs", "--database", "second")
+    assert not Job.objects.using("second").exists()
+    assert list(Job.objects.values_list("pk", flat=True)) == [here]
+
+
+# --- list_schedules and trigger_schedule ------------------------------------------------
+
+
+def test_list_schedules_prints_by_verbosity():
+    make_schedule("default", "weekly")
+    assert command_output("list_schedules", verbosity=0) == ""
+    summary = command_output("list_schedules", "--next", "1", verbosity=1).splitlines()
+    assert summary[0].startswith("weekly  job=tests.noop  every 3600 s  tz=UTC  enabled")
+    assert [line.split(":")[0] for line in summary[1:]] == ["    next"]
+    detailed = command_output("list_schedules", "--next", "1", verbosity=2).splitlines()
+    assert detailed[1] == (
+        '    queue=(the job type\'s)  priority=(the job type\'s)  payload={"report": "weekly"}'
+    )
+    assert detailed[0] == summary[0] and detailed[2:] == summary[1:]
+
+
+def test_list_schedules_escapes_names_from_the_database():
+    make_schedule("default", EVIL_NAME)
+    Schedule.objects.update(job_type="type\r\x1b[0m")
+    text = command_output("list_schedules", "--next", "1")
+    assert text.startswith(f"{EVIL_SHOWN}  job=type\\r\\x1b[0m  every 3600 s")
+    assert "\x1b" not in text and "\r" not in text
+
+
+def test_list_schedules_and_trigger_schedule_use_the_database_they_are_given():
+    make_schedule("second", "only-there")
+    assert command_output("list_schedules") == "no schedules\n"
+    assert command_output("list_schedules", "--database", "second").startswith("only-there  ")
+    with pytest.raises(CommandError, match="no schedule named 'only-there'"):
+        call_command("trigger_schedule", "only-there")
+    text = command_output("trigger_schedule", "only-there", "--database", "second")
+    [job] = Job.objects.using("second").all()
+    assert text == f"schedule 'only-there': enqueued job {job.pk}\n"
+    assert not Job.objects.exists()
+
+
+def test_trigger_schedule_prints_by_verbosity_and_escapes_names():
+    make_schedule("default", EVIL_NAME)
+    assert command_output("trigger_schedule", EVIL_NAME, verbosity=0) == ""
+    assert Job.objects.count() == 1
+    with pytest.raises(CommandError) as refused:
+        call_command("trigger_schedule", "nope", verbosity=0)
+    assert str(refused.value) == f"no schedule named 'nope' (known: {EVIL_SHOWN})"
+    Job.objects.update(status="done")
+    text = command_output("trigger_schedule", EVIL_NAME, verbosity=1)
+    assert text.startswith(f"schedule '{EVIL_SHOWN}': enqueued job ")
+
+
+# --- run_jobs ---------------------------------------------------------------------------
+
+
+def test_run_jobs_runs_the_worker_on_the_database_it_is_given():
+    here = enqueue_job("tests.noop")
+    there = enqueue_job("tests.noop", using="second")
+    with run_jobs("--burst", "--database", "second", "-v", "2") as worker:
+        assert worker.wait(30) == 0
+        output = worker.output()
+    assert Job.objects.using("second").get(pk=there).status == "done"
+    assert Job.objects.get(pk=here).status == "ready"
+    lines = output.splitlines()
+    assert lines[0].startswith("job types: ") and "tests.noop" in lines[0]
+    assert "    tests.noop" in lines
+    assert "    tests.iso_echo (isolation=process)" in lines
+
+
+def test_run_jobs_prints_nothing_at_verbosity_0():
+    enqueue_job("tests.noop")
+    with run_jobs("--burst", "-v", "0") as worker:
+        assert worker.wait(30) == 0
+        assert worker.output() == ""
+    assert Job.objects.get().status == "done"

@@ -1,0 +1,140 @@
+"""Health checks: the jobs_health command's exit statuses and line, and the view."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.db.models import F
+from django.utils import timezone
+
+from django_pqjobs import enqueue_job
+from django_pqjobs.models import Job, WorkerRecord
+from tests.helpers import ROOT, run_jobs, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def health(*args: str) -> tuple[int, str]:
+    """Run ``jobs_health`` in-process: (exit status, its line)."""
+    out = StringIO()
+    try:
+        call_command("jobs_health", *args, stdout=out)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return code, out.getvalue().strip()
+
+
+def worker_record(worker_id: str, *, heartbeat: float = 0, loop: float | None = 0, **fields):
+    now = timezone.now()
+    return WorkerRecord.objects.create(
+        worker_id=worker_id,
+        hostname=fields.pop("hostname", socket.gethostname()),
+        heartbeat_at=now - timedelta(seconds=heartbeat),
+        loop_at=None if loop is None else now - timedelta(seconds=loop),
+        **fields,
+    )
+
+
+def test_a_real_worker_is_alive_then_stale_when_it_stops_heartbeating():
+    with run_jobs("--worker-id", "probe-1", WORKER_STALE_TIMEOUT="1.5") as worker:
+        wait_for(lambda: WorkerRecord.objects.filter(worker_id="probe-1", loop_at__isnull=False))
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "PQJOBS_TEST_DATABASE": connection.settings_dict["NAME"],
+        }
+        command = [sys.executable, "-m", "django", "jobs_health", "--max-heartbeat-age", "2s"]
+        probe = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+        assert probe.returncode == 0, probe.stdout + probe.stderr
+        assert probe.stdout.startswith("ok: worker probe-1 alive (heartbeat ")
+
+        worker.signal(signal.SIGSTOP)  # frozen: its heartbeat stops
+        try:
+            wait_for(lambda: health("--worker-id", "probe-1", "--max-heartbeat-age", "2s")[0])
+            code, line = health("--worker-id", "probe-1", "--max-heartbeat-age", "2s")
+        finally:
+            worker.signal(signal.SIGCONT)
+    assert code == 1
+    assert line.startswith("stale: worker probe-1 last heartbeat ")
+
+
+def test_exit_statuses_alive_stale_stuck_missing():
+    assert health() == (1, f"no worker: found no record of a worker on host {socket.gethostname()}")
+    worker_record("old", heartbeat=600, started_at=timezone.now() - timedelta(hours=1))
+    worker_record("new", heartbeat=1, loop=2)
+    code, line = health()
+    assert code == 0 and line.startswith("ok: worker new alive")  # the newest on this host
+    assert health("--worker-id", "old")[0] == 1
+    assert health("--worker-id", "old")[1].startswith("stale: worker old last heartbeat 600 s")
+
+    worker_record("stuck", heartbeat=1, loop=300)
+    code, line = health("--worker-id", "stuck")
+    assert (
+        code == 1 and line == "stuck: worker stuck heartbeats but its claim loop last ran 300 s ago"
+    )
+    assert health("--worker-id", "stuck", "--max-loop-age", "10m")[0] == 0
+    assert health("--worker-id", "nobody")[0] == 1
+    assert (
+        health("--host", "elsewhere")[1]
+        == "no worker: found no record of a worker on host elsewhere"
+    )
+
+
+def test_any_host_counts_workers_alive_and_claiming():
+    worker_record("a", hostname="h1")
+    worker_record("b", hostname="h2", loop=None)  # just started: no loop report yet
+    worker_record("c", hostname="h3", heartbeat=600)
+    assert health("--any-host") == (0, "ok: 2 workers alive and claiming")
+    code, line = health("--any-host", "3")
+    assert code == 1 and line.startswith("no worker: 2 of the required 3 alive and claiming")
+
+
+def test_lagging_queue_exits_3():
+    job_id = enqueue_job("tests.noop", queue="slow")
+    Job.objects.filter(pk=job_id).update(run_after=F("run_after") - timedelta(minutes=10))
+    enqueue_job("tests.noop", queue="other", delay=3600)
+    code, line = health("--skip-worker", "--max-lag", "5m")
+    assert code == 3 and line.startswith("lagging: the oldest due job has waited 60")
+    assert health("--skip-worker", "--max-lag", "1h")[0] == 0
+    assert health("--skip-worker", "--max-lag", "5m", "--queue", "other")[0] == 0
+    worker_record("w")
+    code, line = health("--max-lag", "5m", "--queue", "slow")
+    assert code == 3 and "in slow" in line  # the worker is fine, the lag is not
+    code, line = health("--max-lag", "1h")
+    assert code == 0 and line.startswith("ok: worker w alive") and "lag" in line
+
+
+def test_an_unreachable_database_exits_4():
+    port = connection.settings_dict["PORT"]
+    connection.close()
+    connection.settings_dict["PORT"] = "1"  # nothing listens there
+    try:
+        code, line = health()
+    finally:
+        connection.close()
+        connection.settings_dict["PORT"] = port
+    assert code == 4 and line.startswith("unreachable: could not read the job tables")
+
+
+def test_health_view(client):
+    response = client.get("/health/jobs")
+    assert response.status_code == 503
+    assert response.content.decode().startswith("no worker: 0 of the required 1")
+    worker_record("w")
+    response = client.get("/health/jobs")
+    assert (response.status_code, response.content) == (200, b"ok: 1 workers alive and claiming\n")
+    assert client.get("/health/jobs/lag").status_code == 200
+    job_id = enqueue_job("tests.noop", queue="slow")
+    Job.objects.filter(pk=job_id).update(run_after=F("run_after") - timedelta(minutes=2))
+    response = client.get("/health/jobs/lag")
+    assert response.status_code == 503 and response.content.startswith(b"lagging:")

@@ -1,0 +1,304 @@
+"""The database roles of docs/guides/reliability.md, granted exactly as the page shows.
+
+A real ``run_jobs`` process logs in as a role holding only the worker grants and does all a
+worker does: rescue, claim, complete, retry, fail, heartbeat, chained jobs, schedules,
+pruning and a clean stop; so do the maintenance commands. The web and admin grants are
+exercised on the test's own connection with ``SET ROLE``. The roles have unique names and
+are dropped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection, transaction
+from django.db.utils import ProgrammingError
+from django.urls import reverse
+
+from django_pqjobs import (
+    DuplicateJob,
+    cancel_job,
+    enqueue_job,
+    enqueue_many,
+    enqueue_on_commit,
+    retry_job,
+)
+from django_pqjobs.clock import database_now
+from django_pqjobs.models import Job, JobAttempt, OperatorAction, Schedule, WorkerRecord
+from django_pqjobs.worker.claiming import claim_jobs
+from tests.helpers import ROOT, documented_sql, run_jobs, wait_for, wait_status
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@dataclass(frozen=True)
+class Roles:
+    web: str
+    worker: str
+    admin: str
+    worker_login: str  # a LOGIN member of the worker group, as a deployment would have
+
+
+@pytest.fixture
+def roles() -> Iterator[Roles]:
+    suffix = uuid.uuid4().hex[:10]
+    made = Roles(
+        web=f"pqjobs_web_{suffix}",
+        worker=f"pqjobs_worker_{suffix}",
+        admin=f"pqjobs_admin_{suffix}",
+        worker_login=f"pqjobs_worker_login_{suffix}",
+    )
+    documented = documented_sql("guides/reliability.md", "grants")
+    grants = re.sub(
+        r"\bpqjobs_(web|worker|admin)_role\b", lambda m: getattr(made, m.group(1)), documented
+    )
+    assert grants.count(suffix) == documented.count("_role")
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(grants)
+            cursor.execute(f"CREATE ROLE {made.worker_login} LOGIN IN ROLE {made.worker}")
+        yield made
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET ROLE")
+            for role in (made.worker_login, made.web, made.worker, made.admin):
+                cursor.execute(
+                    "SELECT 1 FROM pg_roles WHERE rolname = %s", [role]
+                )  # a failed setup may have stopped before creating it
+                if cursor.fetchone():
+                    cursor.execute(f"DROP OWNED BY {role}")  # its grants in this database
+                    cursor.execute(f"DROP ROLE {role}")
+
+
+@contextmanager
+def acting_as(role: str) -> Iterator[None]:
+    """Run the block's queries on the test's connection with the privileges of ``role``."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET ROLE {role}")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET ROLE")
+
+
+def denied(statement: str) -> bool:
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(statement)
+    except ProgrammingError as exc:
+        assert "permission denied" in str(exc), exc
+        return True
+    return False
+
+
+def test_a_worker_with_only_the_worker_grants_does_everything_a_worker_does(roles):
+    now = database_now("default")
+    # Left behind by a worker that died an hour ago: to be rescued.
+    lost = Job.objects.create(
+        job_type="tests.echo",
+        status="running",
+        attempts=1,
+        locked_by="ghost",
+        locked_at=now - timedelta(hours=1),
+        heartbeat_at=now - timedelta(hours=1),
+    )
+    # Finished long ago, past the default retention of done jobs (7 days): to be pruned.
+    old = Job.objects.create(job_type="tests.noop", status="done", finished_at=now - timedelta(30))
+    JobAttempt.objects.create(job=old, attempt=1, worker_id="w", outcome="error", traceback="")
+    schedule = Schedule.objects.create(
+        name="every-second", job_type="tests.echo", interval_seconds=1, next_run_at=now
+    )
+    host, port = connection.settings_dict["HOST"], connection.settings_dict["PORT"]
+    as_worker = {
+        "DATABASE_URL": f"postgres://{roles.worker_login}@{host}:{port}/unused",
+        "WORKER_STALE_TIMEOUT": "3",  # heartbeats every second, pruning after 6 s
+        "WORKER_REAP_INTERVAL": "1",
+    }
+    with run_jobs("--concurrency", "2", "--worker-id", "least-privileged", **as_worker) as worker:
+        with acting_as(roles.web):  # the web role enqueues
+            echo = enqueue_job("tests.echo", {"n": 1})
+            (failing,) = enqueue_many("tests.fail", [{}], dedupe_keys=["f"], dedupe="error")
+            permanent = enqueue_job("tests.permanent")
+            chain = enqueue_job("tests.chain")
+            sleeper = enqueue_job("tests.sleep", {"seconds": 3})
+
+        assert wait_status(echo, "done", timeout=30).locked_by == "least-privileged"
+        assert wait_status(lost.pk, "done", timeout=30).attempts == 2
+        assert JobAttempt.objects.get(job_id=lost.pk).outcome == "lost"
+        retried = wait_for(
+            lambda: Job.objects.filter(pk=failing, status="ready", attempts=1).first(), 30
+        )
+        assert JobAttempt.objects.get(job_id=failing).outcome == "error"
+        assert retried.run_after > database_now("default")
+        assert wait_status(permanent, "failed", timeout=30).error_type == "PermanentError"
+        child = wait_status(chain, "done", timeout=30).result["child"]
+        assert wait_status(child, "done", timeout=30).parent_id == chain
+
+        wait_status(sleeper, "running", timeout=30)
+        assert WorkerRecord.objects.filter(worker_id="least-privileged").exists()
+        first_beat = Job.objects.get(pk=sleeper).heartbeat_at
+        wait_for(lambda: Job.objects.get(pk=sleeper).heartbeat_at > first_beat, timeout=10)
+        wait_status(sleeper, "done", timeout=30)
+
+        fired = wait_for(lambda: Job.objects.filter(schedule_id=schedule.pk, status="done"), 30)
+        schedule.refresh_from_db()
+        assert schedule.last_job_id is not None and fired
+        wait_for(lambda: not Job.objects.filter(pk=old.pk).exists(), timeout=30)
+        assert not JobAttempt.objects.filter(job_id=old.pk).exists()
+
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+        output = worker.output()
+    assert "permission denied" not in output, output
+    assert "Traceback" not in output, output
+    assert not WorkerRecord.objects.filter(worker_id="least-privileged").exists()
+    # The maintenance commands need nothing more.
+    for command in (
+        ["reap_stale"],
+        ["prune_jobs"],
+        ["list_schedules"],
+        ["trigger_schedule", "every-second"],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "django", *command],
+            cwd=ROOT,
+            env={
+                **os.environ,
+                **as_worker,
+                "DJANGO_SETTINGS_MODULE": "tests.settings",
+                "PQJOBS_TEST_DATABASE": connection.settings_dict["NAME"],
+            },
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+
+
+def test_the_web_role_enqueues_and_reads_results_and_nothing_more(roles):
+    done = enqueue_job("tests.echo")
+    Job.objects.filter(pk=done).update(status="done", result={"ok": True})
+    with acting_as(roles.web):
+        assert Job.objects.get(pk=done).result == {"ok": True}
+        job_id = enqueue_job("t", {"a": 1}, dedupe_key="k")
+        assert enqueue_job("t", dedupe_key="k") == job_id
+        with pytest.raises(DuplicateJob):
+            enqueue_job("t", dedupe_key="k", dedupe="error")
+        replaced = enqueue_job("t", dedupe_key="k", dedupe="replace")
+        ids = enqueue_many("t", [{}] * 3, dedupe_keys=["a", "b", "k"], dedupe="replace")
+        with transaction.atomic():
+            enqueue_on_commit("t", {"on": "commit"})
+        assert cancel_job(ids[0]) == "cancelled" and retry_job(ids[0])
+        assert cancel_job(ids[1], by="support-bot") == "cancelled"
+        for statement in (
+            f"DELETE FROM pqjobs_job WHERE id = {done}",
+            "SELECT * FROM pqjobs_attempt",
+            "SELECT * FROM pqjobs_worker",
+            "UPDATE pqjobs_schedule SET enabled = false",
+        ):
+            assert denied(statement), statement
+    assert Job.objects.get(pk=job_id).status == "cancelled"
+    assert Job.objects.get(pk=replaced).status == "cancelled"  # replaced by the bulk call
+    assert OperatorAction.objects.get().actor == "support-bot"
+    assert Job.objects.filter(payload={"on": "commit"}).exists()
+
+
+def _grant_the_projects_own_tables(role: str) -> None:
+    """What a project gives its web role besides the job tables: Django's own tables."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT string_agg(quote_ident(tablename), ', ') FROM pg_tables "
+            "WHERE schemaname = 'public' AND (tablename LIKE 'auth\\_%%' "
+            "OR tablename LIKE 'django\\_%%')"
+        )
+        (tables,) = cursor.fetchone()
+        assert "pqjobs" not in tables
+        cursor.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {tables} TO {role}")
+
+
+def test_the_admin_role_runs_the_operator_console(roles, client):
+    failed = enqueue_job("t")
+    Job.objects.filter(pk=failed).update(status="failed")
+    JobAttempt.objects.create(job_id=failed, attempt=1, worker_id="w", outcome="error")
+    delayed = enqueue_job("t", delay=3600)
+    ready = enqueue_job("t")
+    finished = enqueue_job("t")
+    Job.objects.filter(pk=finished).update(status="done")
+    stuck = enqueue_job("t", priority=100)
+    claim_jobs("default", "stuck-worker", None, 1)
+    schedule = Schedule.objects.create(name="s", job_type="tests.noop", interval_seconds=60)
+    WorkerRecord.objects.create(worker_id="w1", hostname="h", concurrency=1)
+    _grant_the_projects_own_tables(roles.admin)
+    client.force_login(User.objects.create_superuser("root", password="pw"))
+    jobs = reverse("admin:django_pqjobs_job_changelist")
+    schedules = reverse("admin:django_pqjobs_schedule_changelist")
+    with acting_as(roles.admin):
+        for page in (
+            jobs,
+            f"{jobs}?status__exact=failed",
+            reverse("admin:django_pqjobs_job_change", args=[failed]),
+            reverse("admin:django_pqjobs_job_dashboard"),
+            schedules,
+            reverse("admin:django_pqjobs_schedule_change", args=[schedule.pk]),
+        ):
+            assert client.get(page).status_code == 200, page
+
+        def act(url: str, action: str, ids: list[int], **more: str) -> None:
+            data = {"action": action, "_selected_action": ids, **more}
+            assert client.post(url, data, follow=True).status_code == 200, action
+
+        act(jobs, "retry_action", [failed])
+        act(jobs, "run_now_action", [delayed])
+        act(jobs, "cancel_action", [ready])
+        deleted = client.post(f"{jobs}{finished}/delete/", {"post": "yes"}, follow=True)
+        assert deleted.status_code == 200
+        release = {"worker": "stuck-worker", "attempt": "1"}
+        assert client.post(f"{jobs}{stuck}/release/", release, follow=True).status_code == 200
+        for verb in ("pause", "resume"):
+            url = reverse("admin:django_pqjobs_job_pause", args=[verb])
+            data = {"kind": "queue", "name": "emails"}
+            assert client.post(url, data, follow=True).status_code == 200, verb
+        assert (
+            client.get(reverse("admin:django_pqjobs_operatoraction_changelist")).status_code == 200
+        )
+        act(schedules, "run_now", [schedule.pk])
+        act(schedules, "disable_schedules", [schedule.pk])
+        assert denied(
+            "INSERT INTO pqjobs_worker (worker_id, hostname, concurrency) VALUES ('x', 'h', 1)"
+        )
+    statuses = dict(Job.objects.values_list("pk", "status"))
+    assert statuses[failed] == "ready" and statuses[ready] == "cancelled"
+    assert Job.objects.get(pk=delayed).run_after <= database_now("default")
+    assert finished not in statuses
+    assert statuses[stuck] == "ready"  # released
+    assert Job.objects.filter(schedule_id=schedule.pk).exists()  # run now enqueued its job
+    assert not Schedule.objects.get(pk=schedule.pk).enabled
+    assert set(OperatorAction.objects.values_list("action", flat=True)) == {
+        "retry",
+        "run_now",
+        "cancel",
+        "delete",
+        "release",
+        "pause",
+        "resume",
+        "schedule_run_now",
+        "schedule_disable",
+    }
+
+
+def test_the_worker_role_cannot_delete_schedules(roles):
+    Schedule.objects.create(name="s", job_type="tests.noop", interval_seconds=60)
+    with acting_as(roles.worker):
+        assert denied("DELETE FROM pqjobs_schedule")

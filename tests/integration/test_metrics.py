@@ -1,0 +1,144 @@
+"""Prometheus metrics: the values a scrape shows for a known set of jobs run by several
+worker processes, read from the database by any web process."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db.models import F
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from django_pqjobs import enqueue_job, enqueue_many
+from django_pqjobs.models import Job, OutcomeCount, WorkerRecord
+from tests.helpers import run_jobs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def scrape(client) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """``{(sample name, sorted labels): value}`` of one scrape of /metrics."""
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain")
+    samples = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def value(samples, name: str, **labels: str) -> float | None:
+    return samples.get((name, tuple(sorted(labels.items()))))
+
+
+def test_counters_and_histogram_add_up_over_several_worker_processes(client):
+    sleepers = enqueue_many("tests.sleep", [{"seconds": 0.15}] * 16, queue="m")
+    permanent = [enqueue_job("tests.permanent", queue="m") for _ in range(3)]
+    flaky = [enqueue_job("tests.retry_then_ok", {"succeed_on": 2}, queue="m") for _ in range(2)]
+    with (
+        run_jobs("--burst", "--queue", "m", "--concurrency", "2", "--worker-id", "w1") as first,
+        run_jobs("--burst", "--queue", "m", "--concurrency", "2", "--worker-id", "w2") as second,
+    ):
+        assert first.wait(90) == 0 and second.wait(90) == 0
+    # both processes ran jobs, and each added what it recorded when it stopped
+    ran_by = set(Job.objects.filter(pk__in=sleepers).values_list("locked_by", flat=True))
+    assert ran_by == {"w1", "w2"}
+    assert Job.objects.filter(pk__in=permanent, status="failed").count() == 3
+    assert Job.objects.filter(pk__in=flaky, status="done").count() == 2
+
+    samples = scrape(client)
+    total = "pqjobs_attempts_total"
+    assert value(samples, total, queue="m", job_type="tests.sleep", outcome="done") == 16
+    assert value(samples, total, queue="m", job_type="tests.permanent", outcome="failed") == 3
+    assert value(samples, total, queue="m", job_type="tests.retry_then_ok", outcome="retry") == 2
+    assert value(samples, total, queue="m", job_type="tests.retry_then_ok", outcome="done") == 2
+    assert sum(v for (name, _), v in samples.items() if name == total) == 23
+
+    histogram = "pqjobs_attempt_duration_seconds"
+    sleep = {"queue": "m", "job_type": "tests.sleep"}
+    assert value(samples, f"{histogram}_count", **sleep) == 16
+    assert value(samples, f"{histogram}_bucket", le="0.1", **sleep) == 0  # each slept 0.15 s
+    assert value(samples, f"{histogram}_bucket", le="0.25", **sleep) == 16
+    assert value(samples, f"{histogram}_bucket", le="+Inf", **sleep) == 16
+    assert 16 * 0.15 <= value(samples, f"{histogram}_sum", **sleep) < 16 * 0.25
+    flaky_labels = {"queue": "m", "job_type": "tests.retry_then_ok"}
+    assert value(samples, f"{histogram}_count", **flaky_labels) == 4  # retries and successes
+    assert (
+        value(samples, "pqjobs_jobs", queue="m", job_type="tests.permanent", status="failed") == 3
+    )
+
+
+def test_gauges_show_the_queue_as_it_is_now(client):
+    enqueue_many("tests.noop", [{}] * 3, queue="waiting")
+    Job.objects.filter(queue="waiting").update(run_after=F("run_after") - timedelta(minutes=5))
+    enqueue_many("tests.noop", [{}] * 2, queue="waiting", delay=3600)
+    running = enqueue_job("tests.echo", queue="busy")
+    Job.objects.filter(pk=running).update(status="running", locked_by="elsewhere")
+    now = timezone.now()
+    WorkerRecord.objects.create(worker_id="live", concurrency=4, heartbeat_at=now)
+    WorkerRecord.objects.create(
+        worker_id="gone", concurrency=8, heartbeat_at=now - timedelta(minutes=10)
+    )
+    samples = scrape(client)
+    waiting = {"queue": "waiting", "job_type": "tests.noop"}
+    assert value(samples, "pqjobs_jobs", status="ready", **waiting) == 5
+    assert value(samples, "pqjobs_jobs_due", **waiting) == 3
+    assert 300 <= value(samples, "pqjobs_queue_lag_seconds", queue="waiting") < 360
+    assert value(samples, "pqjobs_jobs", queue="busy", job_type="tests.echo", status="running") == 1
+    assert value(samples, "pqjobs_queue_lag_seconds", queue="busy") is None  # nothing ready
+    assert value(samples, "pqjobs_workers", state="live") == 1
+    assert value(samples, "pqjobs_workers", state="stale") == 1
+    assert value(samples, "pqjobs_worker_threads") == 4
+    assert value(samples, "pqjobs_scrape_duration_seconds") > 0
+
+
+def test_an_in_process_worker_adds_its_counts_every_stats_interval(worker_factory, settings):
+    settings.PQJOBS = {**settings.PQJOBS, "STATS_INTERVAL": 0.2}
+    for _ in range(3):
+        enqueue_job("tests.noop", queue="stats")
+    enqueue_job("tests.permanent", queue="stats")
+    worker_factory(concurrency=2, queues=["stats"])
+
+    def counts() -> dict[str, int]:
+        rows = OutcomeCount.objects.filter(queue="stats")
+        return {f"{r.job_type} {r.outcome}": r.count for r in rows}
+
+    from tests.helpers import wait_for
+
+    wait_for(lambda: counts() == {"tests.noop done": 3, "tests.permanent failed": 1})
+
+
+def test_the_sample_grafana_dashboard_uses_only_metrics_the_view_exports(client):
+    import json
+    import re
+
+    from tests.helpers import ROOT
+
+    enqueue_job("tests.noop", queue="g")
+    OutcomeCount.objects.create(job_type="tests.noop", queue="g", outcome="done", count=1)
+    from django_pqjobs.models import DurationBucket
+
+    DurationBucket.objects.create(job_type="tests.noop", queue="g", le=0.005, count=1)
+    exported = {name for name, _ in scrape(client)}
+    dashboard = json.loads((ROOT / "docs" / "grafana" / "pqjobs-dashboard.json").read_text())
+    used = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\bpqjobs_[a-z_]+", target["expr"])
+    }
+    assert used and used <= exported, used - exported
+
+
+def test_without_the_extra_the_metrics_module_says_what_to_install(monkeypatch):
+    import importlib
+    import sys
+
+    from django.core.exceptions import ImproperlyConfigured
+
+    monkeypatch.delitem(sys.modules, "django_pqjobs.metrics")
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    with pytest.raises(ImproperlyConfigured, match=r"pip install 'django-pqjobs\[metrics\]'"):
+        importlib.import_module("django_pqjobs.metrics")

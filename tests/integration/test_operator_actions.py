@@ -1,0 +1,105 @@
+"""Operator actions from code (``operations.py``, ``flow``) and the audit trail they write."""
+
+from __future__ import annotations
+
+import pytest
+
+from django_pqjobs import InvalidJobOption, cancel_job, enqueue_job, flow, operations, retry_job
+from django_pqjobs.models import Job, JobAttempt, OperatorAction
+from django_pqjobs.worker.claiming import claim_jobs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def trail() -> list[tuple]:
+    return list(
+        OperatorAction.objects.order_by("id").values_list("actor", "action", "job_id", "target")
+    )
+
+
+def failed(job_type: str = "tests.noop") -> int:
+    job_id = enqueue_job(job_type)
+    Job.objects.filter(pk=job_id).update(status="failed", attempts=5)
+    return job_id
+
+
+def test_every_job_action_from_code_is_audited_when_given_by():
+    retried, cancelled, made_due, deleted = failed(), enqueue_job("t"), enqueue_job("t"), failed()
+    running = enqueue_job("tests.echo", priority=10)
+    (job,) = claim_jobs("default", "w1", None, 1).jobs
+    assert retry_job(retried, by="cron:nightly-fix")
+    assert cancel_job(cancelled, by="support-bot") == "cancelled"
+    assert cancel_job(running, by="support-bot") == "cancel_requested"
+    assert [r.job_id for r in operations.run_jobs_now([made_due], by="ops")] == [made_due]
+    assert [d.job_id for d in operations.delete_jobs([deleted], by="ops")] == [deleted]
+    assert operations.release_job(running, worker_id="w1", attempt=job.attempts, by="ops") == (
+        "cancelled"  # its cancel request is honoured
+    )
+    assert trail() == [
+        ("cron:nightly-fix", "retry", retried, "tests.noop"),
+        ("support-bot", "cancel", cancelled, "t"),
+        ("support-bot", "cancel", running, "tests.echo"),
+        ("ops", "run_now", made_due, "t"),
+        ("ops", "delete", deleted, "tests.noop"),  # the job is gone; its type is kept
+        ("ops", "release", running, "tests.echo"),
+    ]
+    details = list(OperatorAction.objects.order_by("id").values_list("detail", flat=True))
+    assert details == [
+        "failed → ready; next attempt 6 of 10",
+        "cancelled",
+        "cancel requested (it was running)",
+        "now first of its priority in the claim order",
+        "deleted (was failed)",
+        "attempt 1 on w1 released: cancelled",
+    ]
+    note = JobAttempt.objects.get(job_id=running, outcome="released").traceback
+    assert note.startswith("released by ops while running on worker w1")
+
+
+def test_without_by_nothing_is_recorded_and_skipped_jobs_leave_no_row():
+    job_id = failed()
+    assert retry_job(job_id)  # application code, not an operator
+    assert not retry_job(job_id, by="ops")  # ready now: skipped, so not recorded
+    assert cancel_job(999_999_999, by="ops") is None
+    assert operations.release_job(job_id, worker_id="w", attempt=1, by="ops") is None
+    assert not OperatorAction.objects.exists()
+
+
+@pytest.mark.parametrize("by", ["", "  ", "a\nb", "x" * 151, 42])
+def test_a_bad_by_is_refused_before_anything_changes(by):
+    job_id = failed()
+    with pytest.raises(InvalidJobOption, match="by"):
+        retry_job(job_id, by=by)
+    with pytest.raises(InvalidJobOption, match="by"):
+        flow.pause_queue("emails", by=by or "\x00")
+    assert Job.objects.get(pk=job_id).status == "failed"
+    assert not OperatorAction.objects.exists()
+    assert flow.paused() == []
+
+
+def test_the_change_and_its_audit_row_commit_together(monkeypatch):
+    from django_pqjobs import audit
+
+    job_id = failed()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the audit table is gone")
+
+    monkeypatch.setattr(audit, "record_jobs", broken)
+    with pytest.raises(RuntimeError):
+        retry_job(job_id, by="ops")
+    assert Job.objects.get(pk=job_id).status == "failed"  # rolled back with it
+
+
+def test_pause_and_resume_from_code_are_audited_with_by():
+    assert flow.pause_queue("emails", by="deploy-script")
+    assert not flow.pause_queue("emails", by="deploy-script")  # paused already: no row
+    assert flow.pause_job_type("tests.noop")  # no by: shown as paused by nobody, no row
+    assert flow.resume_queue("emails", by="deploy-script") == 0
+    assert flow.resume_job_type("tests.noop", by="alice") == 0
+    assert flow.resume_job_type("tests.noop", by="alice") is None  # not paused: no row
+    assert trail() == [
+        ("deploy-script", "pause", None, "queue emails"),
+        ("deploy-script", "resume", None, "queue emails"),
+        ("alice", "resume", None, "job type tests.noop"),
+    ]

@@ -1,0 +1,121 @@
+"""A disposable PostgreSQL cluster for tests that stop, restart or break the server.
+
+Never the shared server: the cluster is created with ``initdb`` in a temporary directory,
+listens on a free port of its own and is removed when the test ends. As root, ``initdb``
+and ``postgres`` run as the ``postgres`` user (they refuse to run as root).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.helpers import ROOT
+
+
+def binaries() -> Path | None:
+    for directory in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if (Path(directory) / "initdb").exists():
+            return Path(directory)
+    found = shutil.which("initdb")
+    return Path(found).parent if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Cluster:
+    def __init__(self, bin_dir: Path, directory: Path) -> None:
+        self.bin_dir = bin_dir
+        self.directory = directory
+        self.data = directory / "data"
+        self.port = _free_port()
+        self.database = "pqjobs"
+
+    def _run(self, *command: str) -> None:
+        args = [str(self.bin_dir / command[0]), *command[1:]]
+        if os.geteuid() == 0:
+            args = ["runuser", "-u", "postgres", "--", *args]
+        subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def init(self) -> None:
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1"
+        self._run(
+            "pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.directory / "log"),
+            "-w", "start",
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def url(self) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{self.database}"
+
+    def connect(self) -> psycopg.Connection:
+        return psycopg.connect(
+            host="127.0.0.1", port=self.port, user="postgres", dbname=self.database,
+            autocommit=True,
+        )  # fmt: skip
+
+    def env(self) -> dict[str, str]:
+        """Environment for a Django process (test settings) working on this cluster."""
+        return {
+            "DATABASE_URL": self.url(),
+            "PQJOBS_TEST_DATABASE": self.database,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+        }
+
+    def manage(self, *args: str) -> None:
+        """``django-admin <args>`` against this cluster (migrate, shell -c ...)."""
+        subprocess.run(
+            [sys.executable, "-m", "django", *args],
+            cwd=ROOT,
+            env={**os.environ, **self.env()},
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+
+
+@contextmanager
+def disposable_cluster() -> Iterator[Cluster]:
+    """A migrated database on a cluster of its own, stopped and deleted afterwards."""
+    bin_dir = binaries()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL's server binaries (initdb, pg_ctl) are not installed")
+    directory = Path(tempfile.mkdtemp(prefix="pqjobs-cluster-"))
+    if os.geteuid() == 0:
+        owner = pwd.getpwnam("postgres")
+        os.chown(directory, owner.pw_uid, owner.pw_gid)
+    cluster = Cluster(bin_dir, directory)
+    try:
+        cluster.init()
+        cluster.start()
+        with psycopg.connect(
+            host="127.0.0.1", port=cluster.port, user="postgres", dbname="postgres",
+            autocommit=True,
+        ) as conn:  # fmt: skip
+            conn.execute(f"CREATE DATABASE {cluster.database}")
+        cluster.manage("migrate", "--verbosity", "0")
+        yield cluster
+    finally:
+        with suppress(subprocess.CalledProcessError):
+            cluster.stop()
+        shutil.rmtree(directory, ignore_errors=True)

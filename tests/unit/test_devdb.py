@@ -1,0 +1,112 @@
+"""scripts/devdb.py without a server: names, ports, and what counts as this checkout's server."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_devdb(root: Path = ROOT) -> ModuleType:
+    """scripts/devdb.py as a module (scripts/ is not a package); ``root`` is the checkout."""
+    name = f"devdb_of_{abs(hash(str(root)))}"
+    spec = importlib.util.spec_from_file_location(name, root / "scripts" / "devdb.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def devdb() -> ModuleType:
+    return load_devdb()
+
+
+def test_test_settings_default_to_the_checkouts_own_database(devdb):
+    assert settings.CHECKOUT_DATABASE == devdb.SHARED_DATABASE
+    assert devdb.SHARED_DATABASE.startswith("pqjobs_") and devdb.SHARED_DATABASE != "pqjobs"
+
+
+def test_each_checkout_has_its_own_database_and_port(tmp_path, devdb, monkeypatch):
+    monkeypatch.delenv("PQJOBS_DEVDB_PORT", raising=False)
+    copies = []
+    for name in ("one", "two"):
+        (tmp_path / name / "scripts").mkdir(parents=True)
+        (tmp_path / name / "scripts" / "devdb.py").write_bytes(
+            (ROOT / "scripts" / "devdb.py").read_bytes()
+        )
+        copies.append(load_devdb(tmp_path / name))
+    assert copies[0].SHARED_DATABASE != copies[1].SHARED_DATABASE
+    data_of_one = (tmp_path / "one").resolve() / ".pgdata"
+    assert data_of_one == copies[0].DATA
+    # the port follows the checkout's id, within the documented range
+    monkeypatch.setattr(devdb, "CHECKOUT_ID", "00000000")
+    assert devdb.local_port() == 54400
+    monkeypatch.setattr(devdb, "CHECKOUT_ID", "00000001")
+    assert devdb.local_port() == 54401
+    monkeypatch.setattr(devdb, "CHECKOUT_ID", "ffffffff")
+    assert devdb.local_port() in range(54400, 55000)
+
+
+def test_port_from_the_environment(devdb, monkeypatch, capsys):
+    monkeypatch.setenv("PQJOBS_DEVDB_PORT", "55432")
+    assert devdb.local_port() == 55432
+    monkeypatch.setenv("PQJOBS_DEVDB_PORT", "postgres")
+    with pytest.raises(SystemExit):
+        devdb.local_port()
+    assert "PQJOBS_DEVDB_PORT='postgres' is not a port number" in capsys.readouterr().err
+
+
+def test_database_suffix(devdb, capsys):
+    assert devdb.database_name("pqjobs_ab", None) == "pqjobs_ab"
+    assert devdb.database_name("pqjobs_ab", "perf") == "pqjobs_ab_perf"
+    with pytest.raises(SystemExit):
+        devdb.database_name("pqjobs_ab", "x; DROP DATABASE y")
+    assert "--suffix" in capsys.readouterr().err
+
+
+def write_postmaster_pid(data: Path, pid: int, port: int, listen: str = "127.0.0.1") -> None:
+    data.mkdir(exist_ok=True)
+    # the layout PostgreSQL writes: pid, data dir, start time, port, socket dir, listen address
+    lines = [str(pid), str(data), "1700000000", str(port), "", listen, "  5432001  0", "ready"]
+    (data / "postmaster.pid").write_text("\n".join(lines) + "\n")
+
+
+def test_a_postmaster_pid_whose_process_is_not_its_server_is_ignored(devdb, tmp_path, monkeypatch):
+    data = tmp_path / ".pgdata"
+    monkeypatch.setattr(devdb, "DATA", data)
+    assert devdb.running_postmaster() is None  # no file
+    # left by a crash, the pid now another process's (this one's): never signalled by stop
+    write_postmaster_pid(data, os.getpid(), 54999)
+    assert devdb.running_postmaster() is None
+    devdb.stop()  # says it is not running, sends no signal (this test would be interrupted)
+
+
+def test_a_running_server_is_recognised_by_its_command_line(devdb, tmp_path, monkeypatch):
+    data = tmp_path / ".pgdata"
+    monkeypatch.setattr(devdb, "DATA", data)
+    # a stand-in process whose command line names the data directory, as a postmaster's does
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(data)])
+    try:
+        # until the child has exec'd, its command line is still this process's
+        cmdline = Path(f"/proc/{sleeper.pid}/cmdline")
+        deadline = time.monotonic() + 10
+        while str(data).encode() not in cmdline.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        write_postmaster_pid(data, sleeper.pid, 54999)
+        assert devdb.running_postmaster() == devdb.Postmaster(sleeper.pid, 54999, "127.0.0.1")
+        write_postmaster_pid(data, sleeper.pid, 54999, listen="")
+        assert devdb.running_postmaster().listen_address == ""
+    finally:
+        sleeper.kill()
+        sleeper.wait(5)
