@@ -3,6 +3,7 @@
 from importlib.metadata import PackageNotFoundError, version
 
 from . import flow
+from .batches import batch, enqueue_batch, get_batch
 from .context import JobContext
 from .embedded import start_embedded_worker
 from .enqueue import enqueue_job, enqueue_many, enqueue_on_commit
@@ -11,19 +12,25 @@ from .errors import (
     DuplicateJob,
     InvalidJobOption,
     JobCancelled,
+    JobFailed,
+    JobNotFound,
     JobTimeout,
     JobTypeAlreadyRegistered,
+    JobWasCancelled,
     PayloadError,
     PermanentError,
     PQJobsError,
     QueueFull,
     Retry,
     UnknownJobType,
+    WaitTimeout,
 )
+from .graphs import JobGraph, chain
 from .operations import cancel_job, retry_job
 from .options import Priority
 from .policies import ExponentialBackoff, StepBackoff
 from .registry import job
+from .waiting import wait_for, wait_for_async
 
 try:
     __version__ = version("django-pqjobs")
@@ -37,8 +44,12 @@ __all__ = [
     "InvalidJobOption",
     "JobCancelled",
     "JobContext",
+    "JobFailed",
+    "JobGraph",
+    "JobNotFound",
     "JobTimeout",
     "JobTypeAlreadyRegistered",
+    "JobWasCancelled",
     "PQJobsError",
     "PayloadError",
     "PermanentError",
@@ -47,12 +58,19 @@ __all__ = [
     "Retry",
     "StepBackoff",
     "UnknownJobType",
+    "WaitTimeout",
+    "batch",
     "cancel_job",
+    "chain",
+    "enqueue_batch",
     "enqueue_job",
     "enqueue_many",
     "enqueue_on_commit",
     "flow",
+    "get_batch",
     "job",
     "retry_job",
     "start_embedded_worker",
+    "wait_for",
+    "wait_for_async",
 ]

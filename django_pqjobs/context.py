@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from .enqueue import EnqueueOptions
-    from .models import Job
+    from .models import Batch, Job
 
 logger = logging.getLogger("django_pqjobs")
 
@@ -39,6 +39,8 @@ class JobContext:
     - ``enqueue(...)``: enqueue a follow-up job (recorded as this job's child).
     - ``set_progress(done, total=None, message="")``: progress shown in the admin.
     - ``cancelled`` / ``raise_if_cancelled()``: whether an operator asked to cancel.
+    - ``batch``: the batch this job is a member or a callback of (with its counts), or None.
+    - ``dependency_results()``: the results of the jobs this one depended on, by id.
     """
 
     job: Job
@@ -75,6 +77,31 @@ class JobContext:
         """
         job = prepare(job_type, payload, parent_id=self.job.id, **options)
         return insert(job, using or self.using)
+
+    @property
+    def batch(self) -> Batch | None:
+        """The :class:`~django_pqjobs.models.Batch` this job is a member of, or whose finish
+        enqueued it (a callback), read now; None for a job of no batch."""
+        from .models import Batch  # the app registry is ready by the time handlers run
+
+        found = Batch.objects.using(self.using).raw(
+            "SELECT b.* FROM pqjobs_batch b JOIN pqjobs_job j "
+            "ON b.id = COALESCE(j.batch_id, j.callback_of_id) WHERE j.id = %s",
+            [self.job.id],
+        )
+        return next(iter(found), None)
+
+    def dependency_results(self) -> dict[int, Any]:
+        """The results of this job's dependencies, by job id (``None`` for one that did
+        not succeed — under ``on_dependency_failure="run"`` — or returned nothing). A
+        dependency pruned meanwhile is missing."""
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT j.id, j.result::text FROM pqjobs_dependency d "
+                "JOIN pqjobs_job j ON j.id = d.depends_on_id WHERE d.job_id = %s ORDER BY j.id",
+                [self.job.id],
+            )
+            return {int(job_id): from_json(text) for job_id, text in cursor.fetchall()}
 
     @property
     def cancelled(self) -> bool:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.db import DatabaseError, connections, transaction
 
-from . import options, schema, signals, tracing, transitions
+from . import composition, options, schema, signals, tracing, transitions
 from .conf import conf
 from .durations import Duration
 from .errors import DuplicateJob, InvalidJobOption, QueueFull, UnknownJobType
@@ -25,6 +25,7 @@ from .notify import channel, notify_queues
 from .options import Dedupe, WaitingFull, derive_key
 from .registry import JobType, registry
 from .serialization import to_json
+from .statuses import DependencyPolicy
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -32,9 +33,8 @@ if TYPE_CHECKING:
 _DEDUPE_RETRIES = 20
 
 
-class EnqueueOptions(TypedDict, total=False):
-    """The keyword options of :func:`enqueue_job` (for ``enqueue_on_commit`` and
-    ``ctx.enqueue``, which take the same)."""
+class JobOptions(TypedDict, total=False):
+    """The keyword options of one job, but its dependencies (``JobGraph.add`` takes these)."""
 
     queue: str | None
     priority: int | None
@@ -45,6 +45,14 @@ class EnqueueOptions(TypedDict, total=False):
     dedupe_key: str | None
     dedupe: Dedupe | None
     concurrency_key: str | None
+    on_dependency_failure: DependencyPolicy | None
+
+
+class EnqueueOptions(JobOptions, total=False):
+    """The keyword options of :func:`enqueue_job` (for ``enqueue_on_commit`` and
+    ``ctx.enqueue``, which take the same)."""
+
+    depends_on: Sequence[int] | None
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,8 @@ class PreparedJob:
     parent_id: int | None = None
     schedule_id: int | None = None
     flow: Flow = NO_FLOW
+    depends_on: tuple[int, ...] = ()
+    on_dependency_failure: DependencyPolicy = "cancel"
 
 
 def flow_of(
@@ -146,6 +156,8 @@ def prepare(
     dedupe_key: str | None = None,
     dedupe: Dedupe | None = None,
     concurrency_key: str | None = None,
+    depends_on: Sequence[int] | None = None,
+    on_dependency_failure: DependencyPolicy | None = None,
     parent_id: int | None = None,
     schedule_id: int | None = None,
 ) -> PreparedJob:
@@ -178,6 +190,11 @@ def prepare(
         timeout_seconds = options.timeout(timeout, f"{where} timeout")
     strategy = dedupe if dedupe is not None else (known and known.dedupe) or conf.DEDUPE
     queue = options.queue_name(queue, f"{where} queue")
+    prerequisites = options.depends_on(depends_on, f"{where} depends_on")
+    if prerequisites and dedupe_key is not None:
+        raise InvalidJobOption(
+            f"{where}: a job with depends_on cannot have a dedupe_key (a waiting job holds no key)"
+        )
     payload_json = serialize_payload(job_type, payload)
     return PreparedJob(
         job_type=job_type,
@@ -193,6 +210,10 @@ def prepare(
         parent_id=parent_id,
         schedule_id=schedule_id,
         flow=flow_of(job_type, known, queue, payload, concurrency_key),
+        depends_on=prerequisites,
+        on_dependency_failure=options.dependency_policy(
+            on_dependency_failure, f"{where} on_dependency_failure"
+        ),
     )
 
 
@@ -242,7 +263,7 @@ _REPLACE_MANY_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%s))"
 
 
 @contextmanager
-def _ready_database(alias: str) -> Iterator[None]:
+def ready_database(alias: str) -> Iterator[None]:
     """Refuse a database that is not PostgreSQL; say "run migrate" for missing tables."""
     schema.require_postgresql(alias)
     try:
@@ -255,9 +276,31 @@ def _ready_database(alias: str) -> Iterator[None]:
 
 
 def insert(job: PreparedJob, using: str | None = None) -> int:
-    """Insert a prepared job, applying its dedupe strategy; return the job id."""
+    """Insert a prepared job, applying its dedupe strategy; return the job id.
+
+    Inside a ``batch()`` block the job joins the batch; with ``depends_on`` it waits for
+    its dependencies. Both happen in the transaction of the INSERT (a savepoint inside
+    yours).
+    """
     alias = using or conf.DATABASE
-    with _ready_database(alias):
+    open_batch = composition.batch_for(alias)
+    if open_batch is None and not job.depends_on:
+        return _insert_plain(job, alias)
+    where = f"job type {job.job_type!r}"
+    if job.dedupe_key is not None:
+        raise InvalidJobOption(f"{where}: a batch member cannot have a dedupe_key")
+    with transaction.atomic(using=alias):
+        job_id = _insert_plain(job, alias)
+        with connections[alias].cursor() as cursor:
+            if open_batch is not None:
+                composition.join_batch(cursor, open_batch, [job_id])
+            if job.depends_on:
+                composition.depend(cursor, job_id, job.depends_on, job.on_dependency_failure, where)
+    return job_id
+
+
+def _insert_plain(job: PreparedJob, alias: str) -> int:
+    with ready_database(alias):
         span = tracing.enqueue_span(job.job_type, job.queue)
         if span is None:
             return _insert_job(job, alias, None)
@@ -360,6 +403,8 @@ def enqueue_job(
     dedupe_key: str | None = None,
     dedupe: Dedupe | None = None,
     concurrency_key: str | None = None,
+    depends_on: Sequence[int] | None = None,
+    on_dependency_failure: DependencyPolicy | None = None,
     using: str | None = None,
 ) -> int:
     """Insert one job and return its id.
@@ -375,6 +420,12 @@ def enqueue_job(
       kept and its id returned), ``"error"`` raises :class:`~django_pqjobs.DuplicateJob`.
     - ``concurrency_key``: the key of this job's concurrency limit, instead of the one its
       type derives from the payload (the type must declare ``concurrency=N``).
+    - ``depends_on``: ids of jobs this one waits for (status ``waiting``); it becomes
+      ``ready`` once every one of them is ``done``. ``on_dependency_failure`` says what
+      happens if one fails for good, is cancelled or deleted: ``"cancel"`` this job too
+      (the default), or ``"run"`` it anyway once all are finished. Unknown ids are refused.
+
+    Inside a :func:`~django_pqjobs.batch` block the job joins the batch.
 
     Raises :class:`~django_pqjobs.PayloadError` for a payload that is not JSON or too large,
     and :class:`~django_pqjobs.InvalidJobOption` for a bad option.
@@ -391,6 +442,8 @@ def enqueue_job(
         dedupe_key=dedupe_key,
         dedupe=dedupe,
         concurrency_key=concurrency_key,
+        depends_on=depends_on,
+        on_dependency_failure=on_dependency_failure,
     )
     return insert(job, using)
 
@@ -409,6 +462,11 @@ def enqueue_on_commit(
     :func:`enqueue_job`.
     """
     alias = using or conf.DATABASE
+    if composition.current_batch() is not None:
+        raise InvalidJobOption(
+            "enqueue_on_commit inside batch(): the job would be enqueued after the batch's "
+            "transaction commits, outside the batch; use enqueue_job"
+        )
     job = prepare(job_type, payload, **options)
     schema.require_postgresql(alias)
     transaction.on_commit(lambda: insert(job, alias), using=alias)
@@ -419,10 +477,10 @@ _FIND_ACTIVE_MANY = """
     WHERE job_type = %s AND dedupe_key = ANY(%s) AND status IN ('ready', 'blocked', 'running')
 """
 _INSERT_MANY = f"""
-    INSERT INTO pqjobs_job ({_COLUMNS}, trace_context)
+    INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id)
     SELECT %s, %s, t.payload::jsonb, 'ready', %s, 0, %s,
            COALESCE(%s, now()) + make_interval(secs => %s),
-           %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb
+           %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb, %s::bigint
     FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(payload, dedupe_key, n)
     ORDER BY t.n
     {_ON_CONFLICT}
@@ -430,11 +488,11 @@ _INSERT_MANY = f"""
 """
 # The same with the flow-control columns: a concurrency key per job, one rate for all.
 _INSERT_MANY_FLOW = f"""
-    INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, concurrency_key, concurrency_limit,
-                            rate_key, rate_limit, rate_period)
+    INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id, concurrency_key,
+                            concurrency_limit, rate_key, rate_limit, rate_period)
     SELECT %s, %s, t.payload::jsonb, 'ready', %s, 0, %s,
            COALESCE(%s, now()) + make_interval(secs => %s),
-           %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb,
+           %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb, %s::bigint,
            t.concurrency_key, %s, t.rate_key, %s, %s
     FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[])
          WITH ORDINALITY AS t(payload, dedupe_key, concurrency_key, rate_key, n)
@@ -472,7 +530,8 @@ def enqueue_many(
       nothing is enqueued.
 
     With ``"replace"`` and ``"error"`` a key may appear only once per call. All or nothing:
-    the jobs are inserted in one transaction (a savepoint inside yours).
+    the jobs are inserted in one transaction (a savepoint inside yours). Inside a
+    :func:`~django_pqjobs.batch` block they join the batch (without dedupe keys).
     """
     payload_list = list(payloads)
     if not payload_list:
@@ -512,15 +571,22 @@ def enqueue_many(
             "job by job; use enqueue_job"
         )
     alias = using or conf.DATABASE
+    open_batch = composition.batch_for(alias)
+    if open_batch is not None and any(key is not None for key in keys):
+        raise InvalidJobOption(f"job type {job_type!r}: batch members cannot have dedupe_keys")
     span = tracing.enqueue_span(job_type, template.queue, len(texts))
     trace_context = None if span is None else span.context_json
     with (
-        _ready_database(alias),
+        ready_database(alias),
         span if span is not None else nullcontext(),
         transaction.atomic(using=alias),
         connections[alias].cursor() as cursor,
     ):
-        ids, inserted = _insert_many(cursor, template, texts, keys, flows, trace_context)
+        ids, inserted = _insert_many(
+            cursor, template, texts, keys, flows, trace_context, open_batch
+        )
+        if open_batch is not None:
+            composition.count_members(cursor, open_batch, ids)
         if inserted:
             notify_queues(cursor, [template.queue])
     signals.job_enqueued.send(sender=job_type, job_id=None, job_type=job_type, created=True)
@@ -548,6 +614,7 @@ def _insert_many(
     keys: list[str | None],
     flows: list[Flow],
     trace_context: str | None,
+    open_batch: composition.OpenBatch | None = None,
 ) -> tuple[list[int], int]:
     """Insert the jobs, applying ``job.dedupe`` to duplicates; return (ids, how many new).
 
@@ -573,6 +640,7 @@ def _insert_many(
             job.delay,
             job.timeout,
             trace_context,
+            None if open_batch is None else open_batch.id,
         ]
         if job.flow is NO_FLOW:
             params += [[texts[n] for n in todo], [keys[n] for n in todo]]

@@ -145,3 +145,37 @@ __all__ = [
     "Retry",
     "UnknownJobType",
 ]
+
+
+class JobFailed(PQJobsError):
+    """``wait_for()``: the job failed for good (``status`` ``"failed"``), or was cancelled
+    (:class:`JobWasCancelled`). ``error_type`` and ``error`` are its last error."""
+
+    def __init__(self, job_id: int, status: str, error_type: str, error: str) -> None:
+        self.job_id = job_id
+        self.status = status
+        self.error_type = error_type
+        self.error = error
+        detail = f"{error_type}: {error}" if error_type else error
+        super().__init__(f"job #{job_id} {status}" + (f" ({detail:.500})" if detail else ""))
+
+
+class JobWasCancelled(JobFailed):
+    """``wait_for()``: the job was cancelled (by an operator, or a dependency's failure)."""
+
+
+class WaitTimeout(PQJobsError, TimeoutError):
+    """``wait_for()``: the job did not finish within the timeout (it may still finish)."""
+
+    def __init__(self, job_id: int, timeout: float, status: str) -> None:
+        self.job_id = job_id
+        self.status = status
+        super().__init__(f"job #{job_id} did not finish within {timeout:g} s (it is {status})")
+
+
+class JobNotFound(PQJobsError, LookupError):
+    """No job has this id (never enqueued, rolled back, or pruned)."""
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        super().__init__(f"no job #{job_id} (never enqueued, rolled back, or pruned)")

@@ -1,5 +1,6 @@
 """Tables: Job (one row per job), JobAttempt (failure history), WorkerRecord (live workers),
-Schedule (recurring jobs), OperatorAction (the audit trail of operator actions).
+Schedule (recurring jobs), OperatorAction (the audit trail of operator actions), Batch and
+Dependency (composition: jobs finished together, jobs that wait for others).
 
 Status changes are not made here: they live in ``transitions.py`` (the state machine), so
 that every transition can be read in one place. The vocabulary (statuses, attempt
@@ -17,6 +18,7 @@ from django.db.models.functions import Now
 from .options import ACTOR_MAX_LENGTH, DEDUPE_KEY_MAX_LENGTH, NAME_MAX_LENGTH, QUEUE_MAX_LENGTH
 from .statuses import (
     ACTIVE_STATUSES,
+    DEDUPE_STATUSES,
     FINISHED_STATUSES,
     AttemptOutcome,
     AuditAction,
@@ -28,6 +30,8 @@ __all__ = [
     "FINISHED_STATUSES",
     "AttemptOutcome",
     "AuditAction",
+    "Batch",
+    "Dependency",
     "DurationBucket",
     "Job",
     "JobAttempt",
@@ -58,6 +62,9 @@ class JobQuerySet(models.QuerySet["Job"]):
 
     def active(self) -> JobQuerySet:
         return self.filter(status__in=ACTIVE_STATUSES)
+
+    def waiting(self) -> JobQuerySet:
+        return self.filter(status=JobStatus.WAITING)
 
     def done(self) -> JobQuerySet:
         return self.filter(status=JobStatus.DONE)
@@ -148,6 +155,43 @@ class Job(models.Model):
         related_name="jobs",
         help_text="The schedule that enqueued this job, if any.",
     )
+    batch = models.ForeignKey(
+        "Batch",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="members",
+        help_text="The batch this job is a member of.",
+    )
+    callback_of = models.ForeignKey(
+        "Batch",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="callback_jobs",
+        help_text="The batch whose finish enqueued this job (a callback).",
+    )
+    waiting_for = models.IntegerField(
+        default=0, db_default=0, help_text="Dependencies not finished yet."
+    )
+    on_dependency_failure = models.CharField(
+        max_length=8,
+        default="cancel",
+        db_default="cancel",
+        help_text="When a dependency fails for good: cancel this job, or run it anyway.",
+    )
+    has_dependents = models.BooleanField(
+        default=False, db_default=False, help_text="Some job waits for this one."
+    )
+    waited_on = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Someone called wait_for() on this job: its finish is announced.",
+    )
     # W3C trace context (``traceparent``, ``tracestate``) of the span that enqueued the job,
     # when OpenTelemetry is in use: each attempt's span continues that trace.
     trace_context = models.JSONField(null=True, blank=True, editable=False)
@@ -210,11 +254,18 @@ class Job(models.Model):
                 condition=Q(status=JobStatus.RUNNING, concurrency_key__isnull=False),
                 name="pqjobs_job_running_key",
             ),
+            # Composition: a batch's members (by status, for its page) and its callbacks.
+            models.Index(
+                "batch", "status", condition=Q(batch__isnull=False), name="pqjobs_job_batch"
+            ),
+            models.Index(
+                "callback_of", condition=Q(callback_of__isnull=False), name="pqjobs_job_callback"
+            ),
         ]
         constraints = [
             models.UniqueConstraint(
                 fields=["job_type", "dedupe_key"],
-                condition=Q(status__in=ACTIVE_STATUSES) & Q(dedupe_key__isnull=False),
+                condition=Q(status__in=DEDUPE_STATUSES) & Q(dedupe_key__isnull=False),
                 name="pqjobs_job_active_dedupe",
             ),
             models.CheckConstraint(
@@ -327,6 +378,81 @@ class WorkerRecord(models.Model):
 
     def __str__(self) -> str:
         return self.worker_id
+
+
+class Batch(models.Model):
+    """Jobs enqueued together whose callbacks run once all of them are finished.
+
+    The counts are kept by the database (migration 0013): a member that finishes, is
+    retried, cancelled or deleted while active moves them in the transaction that changes
+    it, and the transaction that finishes the last member enqueues the callbacks, exactly
+    once per finish. ``callbacks`` holds each callback's prepared job (type, queue,
+    priority, attempts, timeout, payload).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    label = models.CharField(max_length=NAME_MAX_LENGTH, blank=True, default="", db_default="")
+    callbacks = models.JSONField(default=dict, blank=True)
+    sealed = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="All members are in: callbacks may fire once none is active.",
+    )
+    total = models.IntegerField(default=0, db_default=0)
+    pending = models.IntegerField(default=0, db_default=0, help_text="Members not finished.")
+    done = models.IntegerField(default=0, db_default=0)
+    failed = models.IntegerField(default=0, db_default=0)
+    cancelled = models.IntegerField(
+        default=0, db_default=0, help_text="Members cancelled, or deleted before they finished."
+    )
+    finishes = models.IntegerField(
+        default=0, db_default=0, help_text="How many times it finished (Retry reopens it)."
+    )
+    created_at = models.DateTimeField(db_default=Now())
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "pqjobs_batch"
+        ordering = ["-id"]
+        verbose_name_plural = "batches"
+
+    def __str__(self) -> str:
+        name = f" {self.label}" if self.label else ""
+        return f"batch #{self.id}{name} ({self.total - self.pending}/{self.total} finished)"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.sealed and self.pending == 0
+
+
+class Dependency(models.Model):
+    """``job`` waits for ``depends_on``: one row per edge, written at enqueue."""
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.ForeignKey(
+        Job,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="dependency_edges",
+        help_text="The dependent job.",
+    )
+    depends_on = models.ForeignKey(
+        Job,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="dependent_edges",
+        help_text="The job it waits for.",
+    )
+
+    class Meta:
+        db_table = "pqjobs_dependency"
+        constraints = [
+            models.UniqueConstraint(fields=["job", "depends_on"], name="pqjobs_dependency_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.job_id} waits for #{self.depends_on_id}"
 
 
 class KeySlots(models.Model):

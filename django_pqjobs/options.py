@@ -1,5 +1,5 @@
 """The one place that validates a job's options: names, priority, attempts, timing, dedupe,
-isolation and memory.
+isolation, memory and dependencies.
 
 ``@job``, ``enqueue_job`` and its siblings, schedules, the ``PQJOBS`` settings and the
 command-line flags all call these functions, so a value is judged the same way wherever it
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import IntEnum
@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from .durations import parse_duration, to_seconds
 from .errors import InvalidJobOption
+from .statuses import DEPENDENCY_POLICIES, DependencyPolicy
 
 Dedupe = Literal["skip", "replace", "error"]
 DEDUPE_STRATEGIES: tuple[Dedupe, ...] = ("skip", "replace", "error")
@@ -45,6 +46,10 @@ QUEUE_MAX_LENGTH = 100
 DEDUPE_KEY_MAX_LENGTH = 255
 ACTOR_MAX_LENGTH = 150  # who did an operator action (a Django username is at most 150)
 _MEMORY_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+ID_MAX = 2**63 - 1  # job ids are bigint
+# Each edge is a row and each prerequisite is locked at enqueue: a fan-in wider than this
+# belongs in a batch with a callback.
+DEPENDS_ON_MAX = 10_000
 
 
 def storable_text(value: str, what: str) -> str:
@@ -205,6 +210,34 @@ def dedupe(value: object, what: str = "dedupe") -> Dedupe:
         if value == strategy:
             return strategy
     raise InvalidJobOption(f"{what} must be one of {DEDUPE_STRATEGIES}, got {value!r}")
+
+
+def depends_on(value: object, what: str = "depends_on") -> tuple[int, ...]:
+    """Job ids (ints), each once, in order; ``None`` or empty for none."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidJobOption(f"{what} must be a list of job ids, got {value!r:.120}")
+    ids: dict[int, None] = {}
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= ID_MAX:
+            raise InvalidJobOption(f"{what} must hold job ids (whole numbers), got {item!r:.120}")
+        ids[int(item)] = None
+        if len(ids) > DEPENDS_ON_MAX:
+            raise InvalidJobOption(
+                f"{what}: more than {DEPENDS_ON_MAX:,} dependencies; for a wider fan-in, "
+                "enqueue the jobs as a batch with an on_success callback"
+            )
+    return tuple(ids)
+
+
+def dependency_policy(value: object, what: str = "on_dependency_failure") -> DependencyPolicy:
+    if value is None:
+        return "cancel"
+    for policy in DEPENDENCY_POLICIES:
+        if value == policy:
+            return policy
+    raise InvalidJobOption(f"{what} must be one of {DEPENDENCY_POLICIES}, got {value!r:.120}")
 
 
 def isolation(value: object, what: str = "isolation") -> Isolation:

@@ -15,11 +15,16 @@ from django.db import models
 class JobStatus(models.TextChoices):
     """Where a job is: ``ready`` → ``running`` → ``done`` | ``failed`` | ``cancelled``.
 
+    ``waiting``: enqueued with ``depends_on``; it becomes ``ready`` when its last dependency
+    is done (or, under the ``"run"`` policy, finished whatever its outcome), and
+    ``cancelled`` when a dependency fails for good under the ``"cancel"`` policy.
+
     ``blocked``: ready to run but held back by flow control (its concurrency key is at its
     limit, its rate is used up, or its queue or type is paused); it becomes ``ready`` again
     when that clears.
     """
 
+    WAITING = "waiting", "Waiting for dependencies"
     READY = "ready", "Ready"
     BLOCKED = "blocked", "Blocked"
     RUNNING = "running", "Running"
@@ -28,8 +33,16 @@ class JobStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
-# A job is *active* until it reaches a final status; dedupe keys bind active jobs only.
-ACTIVE_STATUSES: tuple[JobStatus, ...] = (JobStatus.READY, JobStatus.BLOCKED, JobStatus.RUNNING)
+# A job is *active* until it reaches a final status.
+ACTIVE_STATUSES: tuple[JobStatus, ...] = (
+    JobStatus.WAITING,
+    JobStatus.READY,
+    JobStatus.BLOCKED,
+    JobStatus.RUNNING,
+)
+# Dedupe keys bind these (a job with dependencies cannot have a dedupe key, so a waiting job
+# never holds one); the partial unique index and pqjobs_enqueue()'s ON CONFLICT name them.
+DEDUPE_STATUSES: tuple[JobStatus, ...] = (JobStatus.READY, JobStatus.BLOCKED, JobStatus.RUNNING)
 FINISHED_STATUSES: tuple[JobStatus, ...] = (
     JobStatus.DONE,
     JobStatus.FAILED,
@@ -76,6 +89,19 @@ EndStatus = Literal["auto", "failed", "cancelled"]
 # attempt was no longer ours), "released" (given back at shutdown) or "unrecorded" (the
 # database stayed unreachable until the worker stopped; the job is rescued later).
 Recorded = Literal["done", "retry", "failed", "cancelled", "lost", "released", "unrecorded"]
+
+# What a job waiting for dependencies does when one of them fails for good, is cancelled or
+# is deleted: be cancelled too (the default), or run anyway once all of them are finished.
+DependencyPolicy = Literal["cancel", "run"]
+DEPENDENCY_POLICIES: tuple[DependencyPolicy, ...] = ("cancel", "run")
+
+# What an attempt is told when a dependency's failure cancels its dependent.
+DEPENDENCY_FAILED = "DependencyFailed"
+
+# The callbacks a batch can have: on success (every member done), on failure (some member
+# failed for good), on finish (every member finished, whatever the outcome).
+BatchCallback = Literal["success", "failure", "finish"]
+BATCH_CALLBACKS: tuple[BatchCallback, ...] = ("success", "failure", "finish")
 
 # What holds a blocked job back: its concurrency key is at its limit, its rate limit is
 # used up for now, or its queue or job type is paused.

@@ -30,7 +30,7 @@ from typing import Any
 from django.db import connections, transaction
 from django.db.models.functions import Now
 
-from . import signals, transitions
+from . import composition, signals, transitions
 from .conf import conf
 from .context import JobContext
 from .models import Job, Schedule
@@ -113,6 +113,7 @@ def drain(
                 runs.append(runner.run(job))
             for row in batch.undecodable:
                 runs.append(runner.fail_undecodable(row))
+            composition.settle_now(alias)
     finally:
         _draining.active -= 1
     failed = [run for run in runs if not run.succeeded]

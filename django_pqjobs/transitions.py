@@ -680,12 +680,13 @@ def rescue_stale(alias: str, stale_after: float) -> list[Rescued] | None:
 
 @dataclass(frozen=True)
 class Cancelled:
-    cancelled: list[int]  # were ready or blocked: now cancelled
+    cancelled: list[int]  # were waiting, ready or blocked: now cancelled
     cancel_requested: list[int]  # were running: their handler / child is asked to stop
 
 
 def cancel_many(alias: str, job_ids: Sequence[int]) -> Cancelled:
-    """ready / blocked → cancelled; running → cancel requested. Finished jobs are left alone.
+    """waiting / ready / blocked → cancelled; running → cancel requested. Finished jobs are
+    left alone.
 
     Each UPDATE re-checks the status under the row lock, so a job claimed by a worker in
     the meantime gets a cancel request instead of losing its running attempt.
@@ -694,7 +695,7 @@ def cancel_many(alias: str, job_ids: Sequence[int]) -> Cancelled:
     with _cursor(alias) as cursor:
         cursor.execute(
             "UPDATE pqjobs_job SET status = 'cancelled', finished_at = now(), updated_at = now() "
-            "WHERE id = ANY(%s) AND status IN ('ready', 'blocked') RETURNING id",
+            "WHERE id = ANY(%s) AND status IN ('waiting', 'ready', 'blocked') RETURNING id",
             [ids],
         )
         cancelled = sorted(int(r[0]) for r in cursor.fetchall())

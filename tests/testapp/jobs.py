@@ -296,3 +296,26 @@ def outage_exact_steps(ctx: JobContext) -> None:
 @job("tests.replaceable", dedupe="replace")
 def replaceable(ctx: JobContext) -> None:
     """A job type whose duplicates replace each other unless the caller says otherwise."""
+
+
+@job("tests.batch_callback")
+def batch_callback(ctx: JobContext) -> dict:
+    """A batch's callback: one Effect row per run (a second run of one callback job would
+    violate the unique key), and the batch's counts as its result."""
+    batch = ctx.batch
+    assert batch is not None
+    Effect.objects.create(key=f"callback:{batch.id}:{ctx.job.id}", worker=ctx.worker_id)
+    return {
+        "batch": batch.id,
+        "total": batch.total,
+        "done": batch.done,
+        "failed": batch.failed,
+        "cancelled": batch.cancelled,
+        "payload": ctx.job.payload,
+    }
+
+
+@job("tests.dependency_results")
+def dependency_results(ctx: JobContext) -> dict:
+    """The results of its dependencies, by id (as text: JSON object keys)."""
+    return {str(job_id): result for job_id, result in ctx.dependency_results().items()}

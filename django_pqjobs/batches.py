@@ -1,0 +1,155 @@
+"""Batches: jobs enqueued together, with callbacks when all of them are finished.
+
+``batch()`` opens a transaction; jobs enqueued inside it (``enqueue_job``,
+``enqueue_many``, Django Tasks' ``enqueue()``) join the batch, and the batch and its
+members commit together or not at all. From then on the database keeps the counts and
+enqueues each callback once per finish of the batch (migration 0013, ``composition.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections, transaction
+
+from . import composition, options
+from .composition import OpenBatch
+from .conf import conf
+from .durations import Duration
+from .enqueue import enqueue_many, prepare, ready_database
+from .errors import InvalidJobOption
+from .statuses import BATCH_CALLBACKS
+
+if TYPE_CHECKING:
+    from .models import Batch
+
+__all__ = ["OpenBatch", "batch", "enqueue_batch", "get_batch"]
+
+_CREATE = "INSERT INTO pqjobs_batch (label, callbacks) VALUES (%s, %s::jsonb) RETURNING id"
+
+
+def _callback(kind: str, job_type: str | None, payload: Any) -> dict[str, Any] | None:
+    """A callback's job, prepared now: a bad type or payload is refused at batch creation."""
+    if job_type is None:
+        return None
+    where = f"on_{kind}"
+    if not isinstance(job_type, str):
+        raise InvalidJobOption(f"{where} must be a job type name, got {job_type!r:.120}")
+    job = prepare(job_type, payload)
+    return {
+        "job_type": job.job_type,
+        "queue": job.queue,
+        "priority": job.priority,
+        "max_attempts": job.max_attempts,
+        "timeout": job.timeout,
+        "payload": json.loads(job.payload_json),
+    }
+
+
+@contextmanager
+def batch(
+    *,
+    on_success: str | None = None,
+    on_failure: str | None = None,
+    on_finish: str | None = None,
+    callback_payload: Any = None,
+    label: str = "",
+    using: str | None = None,
+) -> Iterator[OpenBatch]:
+    """Enqueue jobs as one batch: ``with batch(on_success="reports.mail") as b: ...``.
+
+    Jobs enqueued inside the block join the batch. The block runs in one transaction
+    (a savepoint inside yours): if it raises, neither the batch nor its members exist.
+    When every member is finished the callbacks are enqueued, each once per finish:
+
+    - ``on_success``: every member is ``done``;
+    - ``on_failure``: some member ``failed`` (for good: retries used up, or a permanent
+      error);
+    - ``on_finish``: every member is finished, whatever the outcome.
+
+    A member cancelled (or deleted before it finished) counts as finished but not done.
+    Retrying a failed member reopens the batch; its callbacks fire again when it finishes
+    again. Each callback job gets ``callback_payload`` (``{}`` by default) and
+    ``ctx.batch``, the :class:`~django_pqjobs.models.Batch` with its counts.
+
+    The yielded object has ``id`` and ``job_ids`` (the members enqueued so far).
+    """
+    alias = using or conf.DATABASE
+    if not isinstance(label, str):
+        raise InvalidJobOption(f"batch label must be text, got {label!r:.120}")
+    name = options.storable_text(label, "batch label")
+    if len(name) > options.NAME_MAX_LENGTH:
+        raise InvalidJobOption(
+            f"batch label is longer than {options.NAME_MAX_LENGTH} characters ({len(name)})"
+        )
+    given = dict(zip(BATCH_CALLBACKS, (on_success, on_failure, on_finish), strict=True))
+    callbacks = {
+        kind: spec
+        for kind, job_type in given.items()
+        if (spec := _callback(kind, job_type, callback_payload)) is not None
+    }
+    with ready_database(alias), transaction.atomic(using=alias):
+        with connections[alias].cursor() as cursor:
+            cursor.execute(_CREATE, [name, json.dumps(callbacks)])
+            (batch_id,) = cursor.fetchone()
+        open_batch = OpenBatch(id=int(batch_id), alias=alias)
+        with composition.filling(open_batch):
+            yield open_batch
+        with connections[alias].cursor() as cursor:
+            cursor.execute("SELECT pqjobs_batch_seal(%s)", [open_batch.id])
+
+
+def enqueue_batch(
+    job_type: str,
+    payloads: Iterable[Any],
+    *,
+    on_success: str | None = None,
+    on_failure: str | None = None,
+    on_finish: str | None = None,
+    callback_payload: Any = None,
+    label: str = "",
+    queue: str | None = None,
+    priority: int | None = None,
+    run_after: datetime | None = None,
+    delay: Duration | None = None,
+    max_attempts: int | None = None,
+    timeout: Duration | None = None,
+    using: str | None = None,
+) -> OpenBatch:
+    """Enqueue one job of ``job_type`` per payload as a batch, in one statement (as
+    :func:`~django_pqjobs.enqueue_many`); return the batch (``id``, ``job_ids``).
+
+    Callbacks as for :func:`batch`.
+    """
+    with batch(
+        on_success=on_success,
+        on_failure=on_failure,
+        on_finish=on_finish,
+        callback_payload=callback_payload,
+        label=label,
+        using=using,
+    ) as opened:
+        enqueue_many(
+            job_type,
+            payloads,
+            queue=queue,
+            priority=priority,
+            run_after=run_after,
+            delay=delay,
+            max_attempts=max_attempts,
+            timeout=timeout,
+            using=using,
+        )
+    return opened
+
+
+def get_batch(batch_id: int, using: str | None = None) -> Batch:
+    """The batch with its counts now (``total``, ``pending``, ``done``, ``failed``,
+    ``cancelled``, ``finishes``, ``finished_at``)."""
+    from .models import Batch  # the package is imported before the app registry is ready
+
+    return Batch.objects.using(using or conf.DATABASE).get(pk=batch_id)

@@ -1,0 +1,150 @@
+"""Composition at enqueue: the open batch new jobs join, and the edges of dependencies.
+
+What happens later (a dependent released or cancelled, batch counts, callbacks) is done by
+the database at the commit of whatever changes a member or a prerequisite (migration
+0013), so it holds for every path a job's status takes. This module writes what those
+triggers read: ``pqjobs_job.batch_id`` and the batch's counts, ``pqjobs_dependency`` rows,
+``waiting_for`` and ``has_dependents``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connections
+
+from .errors import InvalidJobOption
+from .statuses import FINISHED_STATUSES
+
+
+@dataclass
+class OpenBatch:
+    """A batch being filled: the ``batch()`` block that created it is running."""
+
+    id: int
+    alias: str
+    job_ids: list[int] = field(default_factory=list)
+
+
+_open_batch: ContextVar[OpenBatch | None] = ContextVar("pqjobs_open_batch", default=None)
+
+
+def current_batch() -> OpenBatch | None:
+    """The batch jobs enqueued now join (inside a ``batch()`` block), or None."""
+    return _open_batch.get()
+
+
+@contextmanager
+def filling(open_batch: OpenBatch) -> Iterator[OpenBatch]:
+    """Make ``open_batch`` the one jobs enqueued in this context join."""
+    if _open_batch.get() is not None:
+        raise InvalidJobOption("batches do not nest: this block is already inside a batch()")
+    token = _open_batch.set(open_batch)
+    try:
+        yield open_batch
+    finally:
+        _open_batch.reset(token)
+
+
+def batch_for(alias: str) -> OpenBatch | None:
+    """The open batch, checked to be on ``alias`` (a batch's members share its database)."""
+    open_batch = _open_batch.get()
+    if open_batch is not None and open_batch.alias != alias:
+        raise InvalidJobOption(
+            f"a job enqueued on database {alias!r} cannot join batch #{open_batch.id}, "
+            f"which is on {open_batch.alias!r}"
+        )
+    return open_batch
+
+
+def join_batch(cursor: Any, open_batch: OpenBatch, job_ids: Sequence[int]) -> None:
+    """Make the just-inserted (still ready, uncommitted) jobs members of the batch."""
+    cursor.execute(
+        "UPDATE pqjobs_job SET batch_id = %s WHERE id = ANY(%s)", [open_batch.id, list(job_ids)]
+    )
+    count_members(cursor, open_batch, job_ids)
+
+
+def count_members(cursor: Any, open_batch: OpenBatch, job_ids: Sequence[int]) -> None:
+    """Add jobs inserted with the batch's id to its counts (they are all still active)."""
+    cursor.execute(
+        "UPDATE pqjobs_batch SET total = total + %s, pending = pending + %s WHERE id = %s",
+        [len(job_ids), len(job_ids), open_batch.id],
+    )
+    open_batch.job_ids.extend(job_ids)
+
+
+_FINAL = tuple(str(s) for s in FINISHED_STATUSES)
+
+# The prerequisites are locked (in id order, so two enqueuers never deadlock) before their
+# status is read: a prerequisite that finishes meanwhile does so after this transaction
+# commits, and its commit then sees the new edge and has_dependents.
+_LOCK_PREREQUISITES = """
+SELECT id, status FROM pqjobs_job WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE
+"""
+_MARK_PREREQUISITES = """
+UPDATE pqjobs_job SET has_dependents = true WHERE id = ANY(%s) AND NOT has_dependents
+"""
+_ADD_EDGES = """
+INSERT INTO pqjobs_dependency (job_id, depends_on_id)
+SELECT %s, d FROM unnest(%s::bigint[]) d
+"""
+_SET_WAITING = """
+UPDATE pqjobs_job SET status = %s, waiting_for = %s, on_dependency_failure = %s,
+       finished_at = CASE WHEN %s = 'cancelled' THEN now() END,
+       error_type = %s, last_error = %s, updated_at = now()
+WHERE id = %s
+"""
+
+
+def depend(cursor: Any, job_id: int, depends_on: Sequence[int], policy: str, where: str) -> str:
+    """Make the just-inserted (still ready, uncommitted) job wait for ``depends_on``.
+
+    Prerequisites already done count as satisfied; one already failed or cancelled applies
+    ``policy`` at once. Returns the job's status: ``waiting``, ``ready`` (nothing left to
+    wait for) or ``cancelled``.
+    """
+    ids = sorted(set(depends_on))
+    cursor.execute(_LOCK_PREREQUISITES, [ids])
+    found = {int(r[0]): str(r[1]) for r in cursor.fetchall()}
+    missing = [n for n in ids if n not in found]
+    if missing:
+        shown = ", ".join(f"#{n}" for n in missing[:10])
+        raise InvalidJobOption(
+            f"{where} depends_on: no job {shown}"
+            + (f" (and {len(missing) - 10} more)" if len(missing) > 10 else "")
+            + " (never enqueued, rolled back, or pruned)"
+        )
+    unfinished = [n for n in ids if found[n] not in _FINAL]
+    bad = [n for n in ids if found[n] in ("failed", "cancelled")]
+    cursor.execute(_MARK_PREREQUISITES, [unfinished])
+    cursor.execute(_ADD_EDGES, [job_id, ids])
+    status, error_type, error = "waiting", "", ""
+    if bad and policy == "cancel":
+        status, error_type = "cancelled", "DependencyFailed"
+        error = f"dependency #{bad[0]} {_as_finished(found[bad[0]])}"
+    elif not unfinished:
+        status = "ready"
+    cursor.execute(
+        _SET_WAITING,
+        [status, len(unfinished), policy, status, error_type, error, job_id],
+    )
+    return status
+
+
+def _as_finished(status: str) -> str:
+    return "failed" if status == "failed" else "was cancelled"
+
+
+def settle_now(alias: str) -> None:
+    """Inside a transaction, do now what its commit would: release dependents, count
+    batches, enqueue callbacks. For tests that never commit (Django's ``TestCase``)."""
+    connection = connections[alias]
+    if connection.in_atomic_block:
+        with connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS pqjobs_settle_at_commit IMMEDIATE")
+            cursor.execute("SET CONSTRAINTS pqjobs_settle_at_commit DEFERRED")
