@@ -46,7 +46,7 @@ def raw_connection():
 def reset_tables() -> None:
     sql(
         "TRUNCATE pqjobs_attempt, pqjobs_job, pqjobs_worker, pqjobs_key_slot, pqjobs_rate, "
-        "pqjobs_pause RESTART IDENTITY CASCADE"
+        "pqjobs_pause, pqjobs_batch, pqjobs_dependency RESTART IDENTITY CASCADE"
     )
     sql("VACUUM ANALYZE pqjobs_job")
 

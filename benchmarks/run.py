@@ -28,6 +28,7 @@ ORDER = [
     "sustained",
     "memory",
     "flow",
+    "batches",
     "tasks",
 ]
 
@@ -44,6 +45,7 @@ def main() -> int:
     setup_django()
     from benchmarks.scenarios import (
         baseline,
+        batches,
         drain,
         enqueue,
         flow,
@@ -66,6 +68,7 @@ def main() -> int:
         "sustained": sustained,
         "memory": memory,
         "flow": flow,
+        "batches": batches,
         "tasks": tasks,
     }
     results: list[Result] = []

@@ -20,7 +20,7 @@ from . import composition, options
 from .composition import OpenBatch
 from .conf import conf
 from .durations import Duration
-from .enqueue import enqueue_many, prepare, ready_database
+from .enqueue import PreparedJob, enqueue_many, prepare, ready_database
 from .errors import InvalidJobOption
 from .statuses import BATCH_CALLBACKS
 
@@ -29,17 +29,26 @@ if TYPE_CHECKING:
 
 __all__ = ["OpenBatch", "batch", "enqueue_batch", "get_batch"]
 
-_CREATE = "INSERT INTO pqjobs_batch (label, callbacks) VALUES (%s, %s::jsonb) RETURNING id"
+_CREATE = "INSERT INTO pqjobs_batch (label, callbacks) VALUES (%s, '{}') RETURNING id"
+_SET_CALLBACKS = "UPDATE pqjobs_batch SET callbacks = %s::jsonb WHERE id = %s"
 
 
-def _callback(kind: str, job_type: str | None, payload: Any) -> dict[str, Any] | None:
-    """A callback's job, prepared now: a bad type or payload is refused at batch creation."""
-    if job_type is None:
+def _callback(kind: str, callback: Any, payload: Any, batch_id: int) -> dict[str, Any] | None:
+    """A callback's job, prepared now: a bad type or payload is refused at batch creation.
+
+    ``callback`` is a job type name, or a task of Django's Tasks framework whose backend is
+    django-pqjobs' (called with ``batch_id=`` and ``payload``'s items as keyword
+    arguments).
+    """
+    if callback is None:
         return None
     where = f"on_{kind}"
-    if not isinstance(job_type, str):
-        raise InvalidJobOption(f"{where} must be a job type name, got {job_type!r:.120}")
-    job = prepare(job_type, payload)
+    if isinstance(callback, str):
+        job = prepare(callback, payload)
+    elif hasattr(callback, "module_path") and hasattr(callback, "get_backend"):
+        job = _task_callback(callback, payload, batch_id, where)
+    else:
+        raise InvalidJobOption(f"{where} must be a job type name or a task, got {callback!r:.120}")
     return {
         "job_type": job.job_type,
         "queue": job.queue,
@@ -50,12 +59,29 @@ def _callback(kind: str, job_type: str | None, payload: Any) -> dict[str, Any] |
     }
 
 
+def _task_callback(task: Any, payload: Any, batch_id: int, where: str) -> PreparedJob:
+    backend = task.get_backend()
+    prepare_call = getattr(backend, "prepare_call", None)
+    if prepare_call is None:
+        raise InvalidJobOption(
+            f"{where}: task {task.module_path!r} uses backend {type(backend).__name__}, not "
+            "django_pqjobs.tasks.PQJobsBackend"
+        )
+    if payload is not None and not isinstance(payload, dict):
+        raise InvalidJobOption(
+            f"{where}: a task callback takes callback_payload as keyword arguments: a dict, "
+            f"got {payload!r:.120}"
+        )
+    job: PreparedJob = prepare_call(task, [], {"batch_id": batch_id, **(payload or {})})
+    return job
+
+
 @contextmanager
 def batch(
     *,
-    on_success: str | None = None,
-    on_failure: str | None = None,
-    on_finish: str | None = None,
+    on_success: Any = None,
+    on_failure: Any = None,
+    on_finish: Any = None,
     callback_payload: Any = None,
     label: str = "",
     using: str | None = None,
@@ -71,7 +97,10 @@ def batch(
       error);
     - ``on_finish``: every member is finished, whatever the outcome.
 
-    A member cancelled (or deleted before it finished) counts as finished but not done.
+    A callback is a job type name, or a task of Django's Tasks framework (on this
+    backend), which is called with ``batch_id=`` and ``callback_payload``'s items as
+    keyword arguments. A member cancelled (or deleted before it finished) counts as
+    finished but not done.
     Retrying a failed member reopens the batch; its callbacks fire again when it finishes
     again. Each callback job gets ``callback_payload`` (``{}`` by default) and
     ``ctx.batch``, the :class:`~django_pqjobs.models.Batch` with its counts.
@@ -87,15 +116,16 @@ def batch(
             f"batch label is longer than {options.NAME_MAX_LENGTH} characters ({len(name)})"
         )
     given = dict(zip(BATCH_CALLBACKS, (on_success, on_failure, on_finish), strict=True))
-    callbacks = {
-        kind: spec
-        for kind, job_type in given.items()
-        if (spec := _callback(kind, job_type, callback_payload)) is not None
-    }
     with ready_database(alias), transaction.atomic(using=alias):
         with connections[alias].cursor() as cursor:
-            cursor.execute(_CREATE, [name, json.dumps(callbacks)])
+            cursor.execute(_CREATE, [name])
             (batch_id,) = cursor.fetchone()
+            callbacks = {
+                kind: spec
+                for kind, callback in given.items()
+                if (spec := _callback(kind, callback, callback_payload, batch_id)) is not None
+            }
+            cursor.execute(_SET_CALLBACKS, [json.dumps(callbacks), batch_id])
         open_batch = OpenBatch(id=int(batch_id), alias=alias)
         with composition.filling(open_batch):
             yield open_batch
@@ -107,9 +137,9 @@ def enqueue_batch(
     job_type: str,
     payloads: Iterable[Any],
     *,
-    on_success: str | None = None,
-    on_failure: str | None = None,
-    on_finish: str | None = None,
+    on_success: Any = None,
+    on_failure: Any = None,
+    on_finish: Any = None,
     callback_payload: Any = None,
     label: str = "",
     queue: str | None = None,

@@ -19,7 +19,7 @@ from django.core.checks import CheckMessage
 from django.utils import timezone
 
 from ..conf import conf
-from ..enqueue import insert, prepare
+from ..enqueue import PreparedJob, insert, prepare
 from ..errors import InvalidJobOption, JobTypeAlreadyRegistered
 from ..options import job_type_name
 from ..registry import registry
@@ -113,6 +113,19 @@ class PQJobsBackend(_FrameworkBackend):
         argument does not round-trip through JSON, the family's InvalidTask for a queue not in
         ``QUEUES``, and ``DuplicateJob`` for a duplicate under ``dedupe="error"``.
         """
+        job, dedupe_key, clean_args, clean_kwargs = self._prepare(task, args, kwargs)
+        job_id = insert(job)
+        family = self.family
+        if dedupe_key is None:
+            result = results.enqueued(family, task, job_id, clean_args, clean_kwargs, self.alias)
+        else:  # maybe an existing job: report its real state
+            result = self.get_result(str(job_id))
+        if observed(family, family.task_enqueued, logging.DEBUG):
+            send(family, family.task_enqueued, result, job.job_type)
+        return result
+
+    def _prepare(self, task: Any, args: Any, kwargs: Any) -> tuple[PreparedJob, Any, Any, Any]:
+        """The task's job, validated (and its job type registered), not yet inserted."""
         family = self.family
         if self.queues and task.queue_name not in self.queues:
             raise family.invalid_task(f"Queue '{task.queue_name}' is not valid for backend.")
@@ -135,14 +148,11 @@ class PQJobsBackend(_FrameworkBackend):
             run_after=_aware(task.run_after),
             dedupe_key=dedupe_key,
         )
-        job_id = insert(job)
-        if dedupe_key is None:
-            result = results.enqueued(family, task, job_id, clean_args, clean_kwargs, self.alias)
-        else:  # maybe an existing job: report its real state
-            result = self.get_result(str(job_id))
-        if observed(family, family.task_enqueued, logging.DEBUG):
-            send(family, family.task_enqueued, result, path)
-        return result
+        return job, dedupe_key, clean_args, clean_kwargs
+
+    def prepare_call(self, task: Any, args: Any, kwargs: Any) -> PreparedJob:
+        """The job a call of ``task`` would enqueue, not inserted (a batch's callback)."""
+        return self._prepare(task, args, kwargs)[0]
 
     async def aenqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         """:meth:`enqueue` from async code."""

@@ -55,15 +55,27 @@ WITH doomed AS (
     FOR UPDATE SKIP LOCKED
 ), history AS (
     DELETE FROM pqjobs_attempt WHERE job_id IN (SELECT id FROM doomed)
+), edges AS (
+    DELETE FROM pqjobs_dependency
+    WHERE job_id IN (SELECT id FROM doomed) OR depends_on_id IN (SELECT id FROM doomed)
 )
 DELETE FROM pqjobs_job WHERE id IN (SELECT id FROM doomed)
+"""
+# A finished batch goes once none of its members and callbacks is left and it finished
+# longer ago than the longest retention.
+_PRUNE_BATCHES = """
+DELETE FROM pqjobs_batch b
+WHERE b.finished_at < now() - make_interval(secs => %(age)s)
+  AND NOT EXISTS (SELECT 1 FROM pqjobs_job j WHERE j.batch_id = b.id)
+  AND NOT EXISTS (SELECT 1 FROM pqjobs_job j WHERE j.callback_of_id = b.id)
 """
 
 
 def prune(
     alias: str, retention: dict[str, float | None], batch: int = 5000, max_batches: int = 1000
 ) -> dict[str, int]:
-    """Delete finished jobs older than their status's retention, in short batches."""
+    """Delete finished jobs older than their status's retention, in short batches, with
+    their attempt history and dependency edges."""
     deleted: dict[str, int] = {}
     for status in ("done", "failed", "cancelled"):
         age = retention.get(status)
@@ -80,12 +92,26 @@ def prune(
     return deleted
 
 
+def prune_batches(alias: str, retention: dict[str, float | None]) -> int:
+    """Delete finished batches none of whose jobs is left, once they finished longer ago
+    than the longest retention (never while some status is kept forever)."""
+    ages = [retention.get(status) for status in ("done", "failed", "cancelled")]
+    if any(age is None for age in ages):
+        return 0
+    with connections[alias].cursor() as cursor:
+        cursor.execute(_PRUNE_BATCHES, {"age": float(max(a for a in ages if a is not None))})
+        return int(cursor.rowcount)
+
+
 def prune_finished(alias: str) -> dict[str, int]:
     """Prune by ``PQJOBS['RETENTION']`` and the audit trail by ``PQJOBS['AUDIT_RETENTION']``,
     then vacuum if autovacuum is off for the tables. Returns the jobs deleted per status."""
     deleted = prune(alias, conf.RETENTION)
     if any(deleted.values()):
         logger.info("pruned finished jobs: %s", deleted)
+    batches = prune_batches(alias, conf.RETENTION)
+    if batches:
+        logger.info("pruned %d finished batches", batches)
     actions = audit.prune(alias, conf.AUDIT_RETENTION)
     if actions:
         logger.info("pruned %d operator actions from the audit trail", actions)

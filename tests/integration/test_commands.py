@@ -112,6 +112,7 @@ def test_prune_jobs_prints_by_verbosity():
         "done: deleted 1 (older than 604800 s)",
         "failed: deleted 0 (older than 2.592e+06 s)",
         "cancelled: deleted 0 (older than 604800 s)",
+        "batches: deleted 0 (finished, no job left)",
         "operator actions: deleted 1 (older than 3.1536e+07 s)",
     ]
     assert list(OperatorAction.objects.values_list("actor", flat=True)) == ["bob"]

@@ -6,8 +6,11 @@ commit (``transaction=True``) and run jobs through ``drain()`` or real workers.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
 from django_pqjobs import (
     InvalidJobOption,
@@ -25,6 +28,7 @@ from django_pqjobs import (
 from django_pqjobs.models import Batch, Dependency, Job
 from django_pqjobs.operations import delete_jobs
 from django_pqjobs.testing import drain
+from django_pqjobs.worker.housekeeping import prune, prune_batches
 
 from ..helpers import job_status
 
@@ -156,16 +160,34 @@ def test_pruning_finished_members_changes_no_count() -> None:
     assert len(callbacks_of(b.id)) == 1
 
 
+def test_prune_takes_finished_members_their_edges_and_then_the_emptied_batch() -> None:
+    with batch(on_finish="tests.noop") as b:
+        first = enqueue_job("tests.noop")
+        second = enqueue_job("tests.noop", depends_on=[first])
+    still_open = enqueue_batch("tests.noop", [{}], delay=3600)
+    drain()
+    assert Dependency.objects.count() == 1
+    Job.objects.update(finished_at=timezone.now() - timedelta(days=60))
+    Batch.objects.filter(pk=b.id).update(finished_at=timezone.now() - timedelta(days=60))
+    retention = {"done": 86400.0, "failed": 86400.0, "cancelled": 86400.0}
+    assert prune("default", retention)["done"] == 3  # two members and the callback
+    assert Dependency.objects.count() == 0
+    assert not Job.objects.filter(pk=second).exists()
+    assert prune_batches("default", retention) == 1
+    assert list(Batch.objects.values_list("id", flat=True)) == [still_open.id]
+    assert prune_batches("default", {**retention, "failed": None}) == 0
+
+
 def test_bad_batch_input_is_refused_before_anything_is_written() -> None:
-    with pytest.raises(InvalidJobOption, match="no handler is registered"):
-        with batch(on_success="no.such.callback"):
-            pass
-    with pytest.raises(InvalidJobOption, match="NUL"):
-        with batch(label="a\x00b"):
-            pass
-    with pytest.raises(InvalidJobOption, match="do not nest"):
-        with batch(), batch():
-            pass
+    with (
+        pytest.raises(InvalidJobOption, match="no handler is registered"),
+        batch(on_success="no.such.callback"),
+    ):
+        pass
+    with pytest.raises(InvalidJobOption, match="NUL"), batch(label="a\x00b"):
+        pass
+    with pytest.raises(InvalidJobOption, match="do not nest"), batch(), batch():
+        pass
     with pytest.raises(InvalidJobOption, match="dedupe"), batch():
         enqueue_job("tests.noop", dedupe_key="k")
     with pytest.raises(InvalidJobOption, match="outside the batch"), batch():

@@ -28,10 +28,12 @@ from django.urls import reverse
 
 from django_pqjobs import (
     DuplicateJob,
+    batch,
     cancel_job,
     enqueue_job,
     enqueue_many,
     enqueue_on_commit,
+    get_batch,
     retry_job,
 )
 from django_pqjobs.clock import database_now
@@ -185,6 +187,25 @@ def test_a_worker_with_only_the_worker_grants_does_everything_a_worker_does(role
             timeout=60,
         )
         assert done.returncode == 0, (command, done.stdout, done.stderr)
+
+
+def test_batches_and_dependencies_need_only_the_documented_grants(roles):
+    host, port = connection.settings_dict["HOST"], connection.settings_dict["PORT"]
+    as_worker = {"DATABASE_URL": f"postgres://{roles.worker_login}@{host}:{port}/unused"}
+    with acting_as(roles.web):  # the web role enqueues a batch and a dependent
+        with batch(on_success="tests.batch_counts") as opened:
+            first = enqueue_job("tests.echo", {"n": 1})
+            enqueue_job("tests.echo", {"n": 2})
+        last = enqueue_job("tests.dependency_results", depends_on=[first])
+        assert get_batch(opened.id).total == 2
+    with run_jobs("--concurrency", "2", "--worker-id", "least-privileged", **as_worker) as worker:
+        callback = wait_for(lambda: Job.objects.filter(callback_of_id=opened.id).first(), 30)
+        assert wait_status(callback.pk, "done", timeout=30).result["done"] == 2
+        assert wait_status(last, "done", timeout=30).result == {
+            str(first): {"echo": {"n": 1}, "attempt": 1, "worker": "least-privileged"}
+        }
+        output = worker.output()
+    assert "permission denied" not in output, output
 
 
 def test_the_web_role_enqueues_and_reads_results_and_nothing_more(roles):

@@ -108,3 +108,10 @@ def pid_of_process() -> int:
 @task(isolation="process", max_attempts=1)
 def sleeps_in_process(seconds: float) -> None:
     time.sleep(seconds)
+
+
+@task
+def batch_done(batch_id: int, key: str = "") -> int:
+    """A batch's callback: leaves an Effect row naming the batch."""
+    Effect.objects.create(key=f"{key}:{batch_id}")
+    return batch_id

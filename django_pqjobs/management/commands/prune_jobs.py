@@ -9,7 +9,7 @@ from django.core.management.base import CommandParser
 
 from ... import audit
 from ...conf import conf
-from ...worker.housekeeping import prune
+from ...worker.housekeeping import prune, prune_batches
 from ._arguments import duration
 from ._base import PQJobsCommand
 
@@ -41,6 +41,7 @@ class Command(PQJobsCommand):
             kept = retention[status]
             rule = "kept forever" if kept is None else f"older than {kept:g} s"
             self.summary(f"{status}: deleted {count} ({rule})")
+        self.summary(f"batches: deleted {prune_batches(alias, retention)} (finished, no job left)")
         kept = conf.AUDIT_RETENTION
         actions = audit.prune(alias, kept)
         rule = "kept forever" if kept is None else f"older than {kept:g} s"
