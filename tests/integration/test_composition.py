@@ -27,7 +27,7 @@ from django_pqjobs import (
 )
 from django_pqjobs.models import Batch, Dependency, Job
 from django_pqjobs.operations import delete_jobs
-from django_pqjobs.testing import drain
+from django_pqjobs.testing import drain, eager
 from django_pqjobs.worker.housekeeping import prune, prune_batches
 
 from ..helpers import job_status
@@ -340,3 +340,23 @@ def test_dependents_are_released_inside_a_test_transaction_by_drain() -> None:
         assert [c.status for c in callbacks_of(b.id)] == ["done"]
         transaction.set_rollback(True)
     assert connection.in_atomic_block is False
+
+
+def test_eager_mode_runs_members_then_callbacks() -> None:
+    with eager() as runs:
+        with batch(on_success="tests.batch_callback") as b:
+            enqueue_many("tests.noop", [{}] * 3)
+        first = enqueue_job("tests.echo", {"x": 1})
+        enqueue_job("tests.dependency_results", depends_on=[first])
+    assert [run.outcome for run in runs] == ["done"] * 6
+    assert callbacks_of(b.id)[0].result["done"] == 3
+
+
+@pytest.mark.django_db(transaction=False)
+def test_in_a_test_case_transaction_drain_settles_what_a_commit_would() -> None:
+    with batch(on_finish="tests.noop") as b:
+        member = enqueue_job("tests.noop")
+    dependent = enqueue_job("tests.noop", depends_on=[member])
+    drain()
+    assert job_status(dependent) == "done"
+    assert [c.status for c in callbacks_of(b.id)] == ["done"]
