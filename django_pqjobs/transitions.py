@@ -903,6 +903,10 @@ WITH doomed AS (
     RETURNING id, job_type, status
 ), history AS (
     DELETE FROM pqjobs_attempt WHERE job_id IN (SELECT id FROM doomed)
+), edges AS (
+    -- what a deleted job waited for; the edges to a deleted job stay until its dependents
+    -- are settled at commit (they are cancelled, or run, by their policy) and pruned
+    DELETE FROM pqjobs_dependency WHERE job_id IN (SELECT id FROM doomed)
 )
 SELECT id, job_type, status FROM doomed
 """

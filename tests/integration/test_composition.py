@@ -259,6 +259,8 @@ def test_a_cancelled_or_deleted_dependency_cancels_its_dependents() -> None:
         Job.objects.get(pk=on_second).last_error
         == f"dependency #{second} was deleted before it finished"
     )
+    delete_jobs([on_first])
+    assert not Dependency.objects.filter(job_id=on_first).exists()
 
 
 def test_dependencies_already_finished_at_enqueue() -> None:
