@@ -289,6 +289,11 @@ def insert(job: PreparedJob, using: str | None = None) -> int:
     where = f"job type {job.job_type!r}"
     if job.dedupe_key is not None:
         raise InvalidJobOption(f"{where}: a batch member cannot have a dedupe_key")
+    if job.flow.max_waiting is not None:
+        # max_waiting may hand back an existing job instead of a new one
+        raise InvalidJobOption(
+            f"{where} declares max_waiting, which batches and depends_on cannot use"
+        )
     with transaction.atomic(using=alias):
         job_id = _insert_plain(job, alias)
         with connections[alias].cursor() as cursor:

@@ -192,6 +192,8 @@ def test_bad_batch_input_is_refused_before_anything_is_written() -> None:
         enqueue_job("tests.noop", dedupe_key="k")
     with pytest.raises(InvalidJobOption, match="outside the batch"), batch():
         enqueue_on_commit("tests.noop")
+    with pytest.raises(InvalidJobOption, match="max_waiting"), batch():
+        enqueue_job("tests.capped_skip")
     assert not Batch.objects.exists() and not Job.objects.exists()
 
 
