@@ -779,13 +779,43 @@ def requeue_many(alias: str, job_ids: Sequence[int]) -> list[Requeued]:
     Attempts are not reset: numbering goes on from the job's last attempt, and the job gets
     as many new attempts as its last round allowed (``max_attempts`` becomes ``attempts +
     max_attempts - retried_from``; ``retried_from`` becomes ``attempts``, so the backoff
-    starts over). The attempt history is kept.
+    starts over). The attempt history is kept. A job whose dependencies are still active
+    (retried too) waits for them again (``waiting``); finished ones count as satisfied.
     """
-    with _cursor(alias) as cursor:
+    with transaction.atomic(using=alias), _cursor(alias) as cursor:
         cursor.execute(_REQUEUE, [list(job_ids)])
         rows = sorted(Requeued(int(r[0]), r[1], int(r[2]), int(r[3])) for r in cursor.fetchall())
+        _wait_again(cursor, [r.job_id for r in rows])
         notify_jobs(cursor, [r.job_id for r in rows])
         return rows
+
+
+# A retried job that has dependencies still active (retried too, say) waits for them again.
+# The dependencies are locked first (FOR SHARE: their status cannot change until this
+# transaction commits), so the count taken by the next statement stays true and their
+# finish, settled after this commit, sees the job waiting.
+_LOCK_DEPENDENCIES = """
+SELECT 1 FROM pqjobs_dependency d JOIN pqjobs_job p ON p.id = d.depends_on_id
+WHERE d.job_id = ANY(%s) ORDER BY p.id FOR SHARE OF p
+"""
+_WAIT_AGAIN = """
+UPDATE pqjobs_job AS j SET status = 'waiting', waiting_for = a.active
+FROM (
+    SELECT d.job_id, count(*) AS active FROM pqjobs_dependency d
+    JOIN pqjobs_job p ON p.id = d.depends_on_id
+    WHERE d.job_id = ANY(%s) AND p.status NOT IN ('done', 'failed', 'cancelled')
+    GROUP BY d.job_id
+) a
+WHERE j.id = a.job_id AND j.status = 'ready'
+"""
+
+
+def _wait_again(cursor: Any, job_ids: list[int]) -> None:
+    cursor.execute("SELECT 1 FROM pqjobs_dependency WHERE job_id = ANY(%s) LIMIT 1", [job_ids])
+    if cursor.fetchone() is None:
+        return
+    cursor.execute(_LOCK_DEPENDENCIES, [job_ids])
+    cursor.execute(_WAIT_AGAIN, [job_ids])
 
 
 def requeue(alias: str, job_id: int) -> bool:

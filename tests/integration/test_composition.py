@@ -26,7 +26,7 @@ from django_pqjobs import (
     retry_job,
 )
 from django_pqjobs.models import Batch, Dependency, Job
-from django_pqjobs.operations import delete_jobs
+from django_pqjobs.operations import delete_jobs, retry_jobs
 from django_pqjobs.testing import drain, eager
 from django_pqjobs.worker.housekeeping import prune, prune_batches
 
@@ -364,3 +364,21 @@ def test_in_a_test_case_transaction_drain_settles_what_a_commit_would() -> None:
     drain()
     assert job_status(dependent) == "done"
     assert [c.status for c in callbacks_of(b.id)] == ["done"]
+
+
+def test_retrying_a_failed_dependency_and_its_cancelled_dependent_runs_them_in_order() -> None:
+    first = enqueue_job("tests.retry_then_ok", {"succeed_on": 2}, max_attempts=1)
+    second = enqueue_job("tests.echo", depends_on=[first])
+    drain()
+    assert (job_status(first), job_status(second)) == ("failed", "cancelled")
+    # The operator retries both at once: the dependent waits for its dependency again.
+    assert sorted(r.job_id for r in retry_jobs([second, first])) == sorted([first, second])
+    assert (job_status(first), job_status(second)) == ("ready", "waiting")
+    assert [run.job_id for run in drain()] == [first, second]
+    assert job_status(second) == "done"
+    # Retried alone, a dependent whose dependencies are finished runs at once.
+    third = enqueue_job("tests.permanent")
+    fourth = enqueue_job("tests.noop", depends_on=[third])
+    drain()
+    assert retry_job(fourth)
+    assert job_status(fourth) == "ready"
