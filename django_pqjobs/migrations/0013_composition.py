@@ -36,19 +36,27 @@ CREATE UNLOGGED TABLE pqjobs_settle (
     batch_id bigint,
     has_dependents boolean NOT NULL,
     old_status text NOT NULL,
-    new_status text NOT NULL
+    new_status text NOT NULL,
+    carrier boolean NOT NULL
 );
 CREATE INDEX pqjobs_settle_txid ON pqjobs_settle (txid);
 
+-- The first note of a transaction (since it last settled) is the carrier: the deferred
+-- trigger fires for it alone, once, rather than once per note.
 CREATE FUNCTION pqjobs_note_change() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+DECLARE
+    first boolean := current_setting('pqjobs.unsettled', true) IS DISTINCT FROM 'on';
 BEGIN
     IF TG_OP = 'DELETE' THEN
-        INSERT INTO pqjobs_settle VALUES
-            (txid_current(), OLD.id, OLD.batch_id, OLD.has_dependents, OLD.status, 'deleted');
+        INSERT INTO pqjobs_settle VALUES (txid_current(), OLD.id, OLD.batch_id,
+            OLD.has_dependents, OLD.status, 'deleted', first);
     ELSE
-        INSERT INTO pqjobs_settle VALUES
-            (txid_current(), NEW.id, NEW.batch_id, NEW.has_dependents, OLD.status, NEW.status);
+        INSERT INTO pqjobs_settle VALUES (txid_current(), NEW.id, NEW.batch_id,
+            NEW.has_dependents, OLD.status, NEW.status, first);
+    END IF;
+    IF first THEN
+        PERFORM set_config('pqjobs.unsettled', 'on', true);
     END IF;
     RETURN NULL;
 END
@@ -129,8 +137,9 @@ DECLARE
     is_sealed boolean;
     released text[];
 BEGIN
-    -- The first of this transaction's deferred events settles all of its notes; settling
-    -- may change more jobs (a cancelled dependent, say), whose notes the next round takes.
+    -- Settles all of this transaction's notes (fired by the carrier, the first of them).
+    -- Settling may change more jobs (a cancelled dependent, say), whose notes the next
+    -- round takes: they are not carriers while the flag is on.
     LOOP
         WITH taken AS (DELETE FROM pqjobs_settle WHERE txid = me RETURNING *)
         SELECT array_agg(job_id), array_agg(batch_id), array_agg(has_dependents),
@@ -140,54 +149,56 @@ BEGIN
         EXIT WHEN a_job IS NULL;
 
         -- Dependents of prerequisites that finished (or were deleted while active).
-        PERFORM 1 FROM pqjobs_job j
-        WHERE j.status = 'waiting' AND j.id IN (
-            SELECT d.job_id FROM pqjobs_dependency d JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
-                AS s(job_id, batch_id, has_dependents, old_status, new_status)
-              ON s.job_id = d.depends_on_id
-            WHERE s.has_dependents AND s.old_status NOT IN {FINAL})
-        ORDER BY j.id
-        FOR UPDATE;
-        WITH x AS (
-            SELECT d.job_id,
-                   count(*) AS finished,
-                   min(s.job_id) FILTER (WHERE s.new_status <> 'done') AS bad_id,
-                   (array_agg(s.new_status ORDER BY s.job_id)
-                        FILTER (WHERE s.new_status <> 'done'))[1] AS bad_status
-            FROM pqjobs_dependency d JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
-                AS s(job_id, batch_id, has_dependents, old_status, new_status) ON s.job_id = d.depends_on_id
-            WHERE s.has_dependents AND s.old_status NOT IN {FINAL}
-            GROUP BY d.job_id
-        ), moved AS (
-            UPDATE pqjobs_job AS j SET
-                waiting_for = j.waiting_for - x.finished,
-                status = CASE
-                    WHEN x.bad_id IS NOT NULL AND j.on_dependency_failure = 'cancel'
-                        THEN 'cancelled'
-                    WHEN j.waiting_for - x.finished <= 0 THEN 'ready'
-                    ELSE 'waiting' END,
-                finished_at = CASE
-                    WHEN x.bad_id IS NOT NULL AND j.on_dependency_failure = 'cancel'
-                        THEN now() END,
-                error_type = CASE
-                    WHEN x.bad_id IS NOT NULL AND j.on_dependency_failure = 'cancel'
-                        THEN 'DependencyFailed' ELSE j.error_type END,
-                last_error = CASE
-                    WHEN x.bad_id IS NOT NULL AND j.on_dependency_failure = 'cancel'
-                        THEN format('dependency #%s %s', x.bad_id, CASE x.bad_status
-                            WHEN 'failed' THEN 'failed'
-                            WHEN 'cancelled' THEN 'was cancelled'
-                            ELSE 'was deleted before it finished' END)
-                    ELSE j.last_error END,
-                updated_at = now()
-            FROM x
-            WHERE j.id = x.job_id AND j.status = 'waiting'
-            RETURNING j.status, j.queue
-        )
-        SELECT array_agg(DISTINCT queue) FILTER (WHERE status = 'ready') INTO released
-        FROM moved;
-        IF released IS NOT NULL AND pqjobs_anyone_listens() THEN
-            PERFORM pg_notify('pqjobs', q) FROM unnest(released) q;
+        IF true = ANY(a_dependents) THEN
+            PERFORM 1 FROM pqjobs_job j
+            WHERE j.status = 'waiting' AND j.id IN (
+                SELECT d.job_id FROM pqjobs_dependency d JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
+                    AS s(job_id, batch_id, has_dependents, old_status, new_status)
+                  ON s.job_id = d.depends_on_id
+                WHERE s.has_dependents AND s.old_status NOT IN {FINAL})
+            ORDER BY j.id
+            FOR UPDATE;
+            WITH x AS (
+                SELECT d.job_id,
+                       count(*) AS finished,
+                       min(s.job_id) FILTER (WHERE s.new_status <> 'done') AS bad_id,
+                       (array_agg(s.new_status ORDER BY s.job_id)
+                            FILTER (WHERE s.new_status <> 'done'))[1] AS bad_status
+                FROM pqjobs_dependency d JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
+                    AS s(job_id, batch_id, has_dependents, old_status, new_status) ON s.job_id = d.depends_on_id
+                WHERE s.has_dependents AND s.old_status NOT IN {FINAL}
+                GROUP BY d.job_id
+            ), moved AS (
+                UPDATE pqjobs_job AS j SET
+                    waiting_for = j.waiting_for - x.finished,
+                    status = CASE
+                        WHEN x.bad_id IS NOT NULL AND j.on_dependency_failure = 'cancel'
+                            THEN 'cancelled'
+                        WHEN j.waiting_for - x.finished <= 0 THEN 'ready'
+                        ELSE 'waiting' END,
+                    finished_at = CASE
+                        WHEN x.bad_id IS NOT NULL AND j.on_dependency_failure = 'cancel'
+                            THEN now() END,
+                    error_type = CASE
+                        WHEN x.bad_id IS NOT NULL AND j.on_dependency_failure = 'cancel'
+                            THEN 'DependencyFailed' ELSE j.error_type END,
+                    last_error = CASE
+                        WHEN x.bad_id IS NOT NULL AND j.on_dependency_failure = 'cancel'
+                            THEN format('dependency #%s %s', x.bad_id, CASE x.bad_status
+                                WHEN 'failed' THEN 'failed'
+                                WHEN 'cancelled' THEN 'was cancelled'
+                                ELSE 'was deleted before it finished' END)
+                        ELSE j.last_error END,
+                    updated_at = now()
+                FROM x
+                WHERE j.id = x.job_id AND j.status = 'waiting'
+                RETURNING j.status, j.queue
+            )
+            SELECT array_agg(DISTINCT queue) FILTER (WHERE status = 'ready') INTO released
+            FROM moved;
+            IF released IS NOT NULL AND pqjobs_anyone_listens() THEN
+                PERFORM pg_notify('pqjobs', q) FROM unnest(released) q;
+            END IF;
         END IF;
 
         -- Batch counts, batch by batch in id order; the one whose last member just
@@ -223,6 +234,7 @@ BEGIN
             END IF;
         END LOOP;
     END LOOP;
+    PERFORM set_config('pqjobs.unsettled', '', true);
     RETURN NULL;
 END
 $$;
@@ -231,6 +243,7 @@ CREATE CONSTRAINT TRIGGER pqjobs_settle_at_commit
 AFTER INSERT ON pqjobs_settle
 DEFERRABLE INITIALLY DEFERRED
 FOR EACH ROW
+WHEN (NEW.carrier)
 EXECUTE FUNCTION pqjobs_settle();
 
 -- wait_for(): a finish of a job someone waits on is announced (payload: the job id).
