@@ -84,12 +84,10 @@ class JobContext:
         enqueued it (a callback), read now; None for a job of no batch."""
         from .models import Batch  # the app registry is ready by the time handlers run
 
-        found = Batch.objects.using(self.using).raw(
-            "SELECT b.* FROM pqjobs_batch b JOIN pqjobs_job j "
-            "ON b.id = COALESCE(j.batch_id, j.callback_of_id) WHERE j.id = %s",
-            [self.job.id],
-        )
-        return next(iter(found), None)
+        batch_id = self.job.batch_id or self.job.callback_of_id
+        if batch_id is None:
+            return None
+        return Batch.objects.using(self.using).filter(pk=batch_id).first()
 
     def dependency_results(self) -> dict[int, Any]:
         """The results of this job's dependencies, by job id (``None`` for one that did

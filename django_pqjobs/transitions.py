@@ -219,6 +219,12 @@ CLAIM_COLUMNS = (
     "rate_period",
     "trace_context::text",
     "retried_from",
+    "batch_id",
+    "callback_of_id",
+    "waiting_for",
+    "on_dependency_failure",
+    "has_dependents",
+    "waited_on",
 )
 # Settings for the claim's transaction only.
 # - The claim must walk pqjobs_job_claim in order and stop after LIMIT rows. Planner

@@ -87,6 +87,12 @@ def build_job(row: tuple[Any, ...], worker_id: str, alias: str, to_datetime: ToD
         blocked_by=None,
         trace_context=_json(row[27]),
         retried_from=row[28],
+        batch_id=row[29],
+        callback_of_id=row[30],
+        waiting_for=row[31],
+        on_dependency_failure=row[32],
+        has_dependents=row[33],
+        waited_on=row[34],
     )
     return job
 
