@@ -243,10 +243,10 @@ class BatchAdmin(GuardedListAdmin):
             if batch.finishes:
                 text += f" (reopened: it finished {batch.finishes} times before)"
             return text
-        times = "once" if batch.finishes == 1 else f"{batch.finishes} times"
+        if batch.finishes <= 1:
+            return format_html("finished once, at {}", display.moment(batch.finished_at))
         return format_html(
-            "finished {} (finishes: {}), last at {}",
-            times,
+            "finished {} times (a Retry reopened it), last at {}",
             batch.finishes,
             display.moment(batch.finished_at),
         )

@@ -312,8 +312,8 @@ class JobAdmin(GuardedListAdmin):
 
     @admin.display(description="when")
     def when(self, job: Job) -> SafeString | str:
-        """Ready and blocked: when it is due; running: since when; finished: when, and how
-        long it ran."""
+        """Ready and blocked: when it is due; waiting: after its dependencies; running:
+        since when; finished: when, and how long it ran."""
         if job.status == "running":
             return format_html("started {}", display.since(job.locked_at))
         if job.finished_at is not None and job.status in ("done", "failed", "cancelled"):
@@ -323,6 +323,8 @@ class JobAdmin(GuardedListAdmin):
                 display.since(job.finished_at),
                 format_html('<span class="pqjobs-sub">took {}</span>', took) if took else "",
             )
+        if job.status == "waiting":
+            return "after its dependencies"
         return format_html("due {}", display.since(job.run_after))
 
     @admin.display(description="duration")

@@ -1,4 +1,5 @@
-"""The job list, search, job page, dashboard and audit trail on a table of 1,000,000 jobs.
+"""The job list, search, job page, dashboard, audit trail and batch pages on a table of
+1,000,000 jobs (a batch of 100,000 of them, a job with 100,000 dependents).
 
 The timings measured on the development machine are stated in docs/guides/operating.md.
 Asserted here: the exact number of queries per page, that no page counts the whole table,
