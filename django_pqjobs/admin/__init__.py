@@ -1,4 +1,4 @@
-"""Operator console in the Django admin: jobs (``jobs.py``), schedules (``schedules.py``) and
-the audit trail of operator actions (``audit.py``)."""
+"""Operator console in the Django admin: jobs (``jobs.py``), batches (``batches.py``),
+schedules (``schedules.py``) and the audit trail of operator actions (``audit.py``)."""
 
-from . import audit, jobs, schedules  # noqa: F401 - registers the ModelAdmins
+from . import audit, batches, jobs, schedules  # noqa: F401 - registers the ModelAdmins

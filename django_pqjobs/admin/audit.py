@@ -21,6 +21,7 @@ from ..statuses import AuditAction
 from . import display
 from .changelist import GuardedListAdmin, RefusedQuery
 from .pagination import EstimatedCountPaginator
+from .search import whole_number
 
 
 class ActionFilter(admin.SimpleListFilter):
@@ -80,8 +81,9 @@ class OperatorActionAdmin(GuardedListAdmin):
         if not term:
             return queryset, False
         condition = Q(actor=term)
-        if term.isdigit() and len(term) < 19:
-            condition |= Q(job_id=int(term))
+        number = whole_number(term)
+        if number is not None:
+            condition |= Q(job_id=number)
         return queryset.filter(condition), False
 
     @admin.display(description="when")

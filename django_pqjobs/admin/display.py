@@ -15,6 +15,7 @@ from django.utils.safestring import SafeString, mark_safe
 from .excerpts import Excerpt
 
 STATUS_COLOURS = {
+    "waiting": "#2c7a7b",
     "ready": "#417690",
     "blocked": "#6b46c1",
     "running": "#b7791f",
@@ -195,4 +196,32 @@ def progress_bar(progress: dict[str, Any] | None) -> SafeString | str:
         f"{percent:.0f}",
         f"{percent:.0f}",
         message,
+    )
+
+
+def batch_bar(done: int, failed: int, cancelled: int, total: int) -> SafeString:
+    """A batch's progress: its done (green), failed (red) and cancelled (grey) members side
+    by side on a bar as long as all its members, the unfinished ones left empty."""
+    whole = max(total, done + failed + cancelled, 1)
+    parts = (
+        (done, STATUS_COLOURS["done"], "done"),
+        (failed, STATUS_COLOURS["failed"], "failed"),
+        (cancelled, STATUS_COLOURS["cancelled"], "cancelled"),
+    )
+    segments = format_html_join(
+        "",
+        '<span class="pqjobs-bar-{}" style="display:inline-block;width:{}%;height:8px;'
+        'background:{}"></span>',
+        ((name, f"{100 * n / whole:.2f}", colour) for n, colour, name in parts if n > 0),
+    )
+    return format_html(
+        '<span class="pqjobs-batch-bar" title="{} done, {} failed, {} cancelled of {}" '
+        'style="display:inline-block;width:100px;height:8px;background:#e2e8f0;'
+        "border-radius:4px;overflow:hidden;vertical-align:middle;white-space:nowrap;"
+        'line-height:0">{}</span>',
+        done,
+        failed,
+        cancelled,
+        total,
+        segments,
     )

@@ -11,19 +11,22 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.postgres.expressions import ArraySubquery
 from django.core.exceptions import ValidationError
 from django.db import connections
-from django.db.models import QuerySet
+from django.db.models import Exists, F, Lookup, OuterRef, QuerySet
 from django.http import HttpRequest
 
 from .. import options
 from ..conf import conf
 from ..errors import InvalidJobOption
+from ..models import Dependency
 from ..options import EARLIEST_RUN_AFTER as EARLIEST
 from ..options import LATEST_RUN_AFTER as LATEST
 from ..registry import registry
 from ..statuses import FINISHED_STATUSES, JobStatus
 from .changelist import RefusedQuery
+from .search import whole_number
 
 # A "loose index scan": one index probe per distinct value instead of reading every row.
 _DISTINCT = """
@@ -60,6 +63,7 @@ class StatusFilter(admin.SimpleListFilter):
 
     title = "status"
     parameter_name = "status__exact"
+    fetch_then_sort = False
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         return [(str(value), str(label)) for value, label in JobStatus.choices]
@@ -70,6 +74,12 @@ class StatusFilter(admin.SimpleListFilter):
             return queryset
         if value not in JobStatus.values:
             raise _refuse(self, value, f"a status is one of {', '.join(JobStatus.values)}")
+        if value == JobStatus.WAITING:
+            # No index holds waiting jobs; each has edges, and saying so lets the planner
+            # start from them where they are few (and sort what it found).
+            self.fetch_then_sort = True
+            edges = Dependency.objects.using(queryset.db).filter(job_id=OuterRef("pk"))
+            return queryset.filter(Exists(edges), status=value)
         return queryset.filter(status=value)
 
 
@@ -164,3 +174,97 @@ class FinishedFilter(DateFilter):
         if filtered is not None and dated:
             return filtered.filter(status__in=FINISHED_STATUSES)
         return filtered
+
+
+class IdFilter(admin.SimpleListFilter):
+    """Jobs related to one batch or job, by its id: offered by the links of the batch and
+    job pages, not listed beside the list (there are too many ids to choose from). Shown
+    there while it is applied, with "All" to clear it.
+
+    Each costs what the batch or the job's edges hold, not the jobs enqueued since: see
+    ``related``."""
+
+    subject = "job"  # what the id names, as the sidebar says it
+    fetch_then_sort = False
+    sorts_what_it_fetched = True  # the value ``fetch_then_sort`` takes once applied
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        value = self.value()
+        # A choice whenever a value is given: a filter with no choices is not applied, so
+        # a bad value would be ignored instead of refused.
+        return [(value, f"{self.subject} #{value:.40}")] if value else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        if not value:
+            return queryset
+        number = whole_number(value)
+        if number is None:
+            raise _refuse(self, value, f"give a {self.subject} id (a whole number)")
+        self.fetch_then_sort = self.sorts_what_it_fetched
+        return self.related(queryset, number)
+
+    def related(self, queryset: QuerySet, pk: int) -> QuerySet:
+        """The jobs related to ``pk``. Those a column of the job says are read through
+        that column's index, then sorted (``fetch_then_sort``, see ``changelist.py``);
+        those the edges name are looked up by primary key in the list's order."""
+        raise NotImplementedError
+
+
+class BatchFilter(IdFilter):
+    """The members of a batch (the index ``pqjobs_job_batch``, with the status filter too)."""
+
+    title = "batch"
+    parameter_name = "batch__id__exact"
+    subject = "batch"
+
+    def related(self, queryset: QuerySet, pk: int) -> QuerySet:
+        return queryset.filter(batch_id=pk)
+
+
+class CallbackOfFilter(IdFilter):
+    """The callback jobs a batch's finishes enqueued (``pqjobs_job_callback``)."""
+
+    title = "callbacks of batch"
+    parameter_name = "callback_of__id__exact"
+    subject = "batch"
+
+    def related(self, queryset: QuerySet, pk: int) -> QuerySet:
+        return queryset.filter(callback_of_id=pk)
+
+
+class AnyOf(Lookup):
+    """``lhs = ANY(rhs)``, rhs an array. With an ``ARRAY(subquery)`` of ids, PostgreSQL
+    reads the subquery once and probes the primary key in the list's order, stopping after
+    a page: a join would rather walk the whole primary key, or hash the whole table."""
+
+    lookup_name = "any_of"
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, tuple[Any, ...]]:
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        rhs, rhs_params = self.process_rhs(compiler, connection)
+        return f"{lhs} = ANY({rhs})", (*lhs_params, *rhs_params)
+
+
+class DependenciesFilter(IdFilter):
+    """The jobs a job depends on (the edges' unique index leads with the dependent)."""
+
+    title = "dependencies of"
+    parameter_name = "dependencies_of"
+    sorts_what_it_fetched = False
+
+    def related(self, queryset: QuerySet, pk: int) -> QuerySet:
+        edges = Dependency.objects.using(queryset.db).filter(job_id=pk)
+        return queryset.filter(AnyOf(F("pk"), ArraySubquery(edges.values("depends_on_id"))))
+
+
+class DependentsFilter(IdFilter):
+    """The jobs that depend on a job (the edges' index on ``depends_on``)."""
+
+    title = "dependents of"
+    parameter_name = "dependents_of"
+    sorts_what_it_fetched = False
+
+    def related(self, queryset: QuerySet, pk: int) -> QuerySet:
+        edges = Dependency.objects.using(queryset.db).filter(depends_on_id=pk)
+        return queryset.filter(AnyOf(F("pk"), ArraySubquery(edges.values("job_id"))))

@@ -7,7 +7,9 @@ a row of the audit trail under the user's name. Jobs in a status the action does
 to are reported as skipped. Nothing else writes a job: the job page is read-only and refuses
 POST. The list is guarded (``changelist.py``), reads no payload or result, and the job page
 reads only excerpts of them (``excerpts.py``); who sees that data at all is
-``PQJOBS['ADMIN_DATA_PERMISSION']``.
+``PQJOBS['ADMIN_DATA_PERMISSION']``. The job page links the job's batch, the batch it is a
+callback of, its dependencies and its dependents (``composition.py``), and the list filters
+by each of them.
 """
 
 from __future__ import annotations
@@ -31,10 +33,14 @@ from ..conf import conf
 from ..models import Job, JobAttempt, WorkerRecord
 from ..serialization import from_json
 from ..tasks.payload import describe_call
-from . import actions, dashboard, display, excerpts, flowcontrol, timeline
+from . import actions, composition, dashboard, display, excerpts, flowcontrol, timeline
 from .changelist import GuardedListAdmin
 from .filters import (
+    BatchFilter,
+    CallbackOfFilter,
     DateFilter,
+    DependenciesFilter,
+    DependentsFilter,
     FinishedFilter,
     HasErrorFilter,
     JobTypeFilter,
@@ -43,6 +49,12 @@ from .filters import (
 )
 from .pagination import EstimatedCountPaginator
 from .search import HELP_TEXT, job_search
+
+
+def shows_data(request: HttpRequest) -> bool:
+    """Whether this user may see payloads, results, progress messages and errors."""
+    permission = conf.ADMIN_DATA_PERMISSION
+    return permission is None or request.user.has_perm(permission)
 
 
 def _earlier(page: excerpts.JobPage) -> SafeString | str:
@@ -78,6 +90,11 @@ class JobAdmin(GuardedListAdmin):
         HasErrorFilter,
         ("created_at", DateFilter),
         ("finished_at", FinishedFilter),
+        # Shown only while applied: the batch and job pages link to them.
+        BatchFilter,
+        CallbackOfFilter,
+        DependenciesFilter,
+        DependentsFilter,
     ]
     # Each order is one an index serves: the primary key, and (job_type, id DESC).
     list_orderings = {
@@ -132,6 +149,8 @@ class JobAdmin(GuardedListAdmin):
         ("Timeline", {"fields": ["timeline"]}),
         ("Errors", {"fields": ["last_error_type", "attempt_table", "tracebacks"]}),
     ]
+    # The job's batch and dependencies: a fieldset shown only with the rows that apply.
+    composition_fields = ["member_of", "callback_of_batch", "dependency_links", "dependent_links"]
     # What replaces the job's data for staff without ADMIN_DATA_PERMISSION.
     hidden_data_fields = {
         "payload_pretty": "data_hidden",
@@ -152,18 +171,32 @@ class JobAdmin(GuardedListAdmin):
 
     def shows_data(self, request: HttpRequest) -> bool:
         """Whether this user may see payloads, results, progress messages and errors."""
-        permission = conf.ADMIN_DATA_PERMISSION
-        return permission is None or request.user.has_perm(permission)
+        return shows_data(request)
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
-        if self.shows_data(request):
-            return self.fieldsets
-        hidden = self.hidden_data_fields
-        fieldsets = []
-        for name, spec in self.fieldsets:
-            names = [hidden.get(str(f), str(f)) for f in spec["fields"]]
-            fieldsets.append((name, {**spec, "fields": [f for f in names if f]}))
+        fieldsets: list[Any] = list(self.fieldsets)
+        if not self.shows_data(request):
+            hidden = self.hidden_data_fields
+            fieldsets = []
+            for name, spec in self.fieldsets:
+                names = [hidden.get(str(f), str(f)) for f in spec["fields"]]
+                fieldsets.append((name, {**spec, "fields": [f for f in names if f]}))
+        composed = self._composition_fields(obj)
+        if composed:
+            fieldsets.insert(1, ("Batch and dependencies", {"fields": composed}))
         return fieldsets
+
+    def _composition_fields(self, job: Any) -> list[str]:
+        if not isinstance(job, Job):
+            return []
+        links = composition.links_of(job)
+        present = {
+            "member_of": links.batch is not None,
+            "callback_of_batch": links.callback_of is not None,
+            "dependency_links": links.dependencies.total > 0,
+            "dependent_links": links.dependents.total > 0,
+        }
+        return [name for name in self.composition_fields if present[name]]
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> list[Any]:
         return [f for _, spec in self.get_fieldsets(request, obj) for f in spec["fields"]]
@@ -195,6 +228,7 @@ class JobAdmin(GuardedListAdmin):
         except (Job.DoesNotExist, ValidationError, ValueError):
             return None
         excerpts.attach(job, excerpts.load_page(rows.db, job.pk, self.shows_data(request)))
+        composition.attach(job, composition.load_job_links(rows.db, job))
         return job
 
     def changeform_view(
@@ -258,6 +292,8 @@ class JobAdmin(GuardedListAdmin):
         lines = [f"attempts {job.attempts} / {job.max_attempts}"]
         if job.status == "blocked":
             lines.append(display.held_by(job.blocked_by, job.concurrency_key, job.rate_key))
+        elif job.status == "waiting":
+            lines.append(_waiting_for(job.waiting_for))
         elif job.status == "running":
             lines.append(f"on {job.locked_by or '-'}")
             if job.cancel_requested_at is not None:
@@ -276,8 +312,8 @@ class JobAdmin(GuardedListAdmin):
 
     @admin.display(description="when")
     def when(self, job: Job) -> SafeString | str:
-        """Ready and blocked: when it is due; running: since when; finished: when, and how
-        long it ran."""
+        """Ready and blocked: when it is due; waiting: after its dependencies; running:
+        since when; finished: when, and how long it ran."""
         if job.status == "running":
             return format_html("started {}", display.since(job.locked_at))
         if job.finished_at is not None and job.status in ("done", "failed", "cancelled"):
@@ -287,6 +323,8 @@ class JobAdmin(GuardedListAdmin):
                 display.since(job.finished_at),
                 format_html('<span class="pqjobs-sub">took {}</span>', took) if took else "",
             )
+        if job.status == "waiting":
+            return "after its dependencies"
         return format_html("due {}", display.since(job.run_after))
 
     @admin.display(description="duration")
@@ -320,6 +358,8 @@ class JobAdmin(GuardedListAdmin):
                 " — held back by the {}",
                 display.held_by(job.blocked_by, job.concurrency_key, job.rate_key),
             )
+        elif job.status == "waiting":
+            extra = f" — {_waiting_for(job.waiting_for)}"
         elif job.status == "running" and job.cancel_requested_at is not None:
             extra = " — cancel requested"
         return format_html(
@@ -419,6 +459,22 @@ class JobAdmin(GuardedListAdmin):
             url = reverse("admin:django_pqjobs_schedule_change", args=[job.schedule_id])
             parts.append(format_html('schedule: <a href="{}">{}</a>', url, job.schedule_id))
         return format_html_join(mark_safe("<br>"), "{}", ((p,) for p in parts)) if parts else "-"
+
+    @admin.display(description="batch")
+    def member_of(self, job: Job) -> SafeString | str:
+        return composition.batch_link(composition.links_of(job).batch)
+
+    @admin.display(description="callback of")
+    def callback_of_batch(self, job: Job) -> SafeString | str:
+        return composition.batch_link(composition.links_of(job).callback_of)
+
+    @admin.display(description="dependencies")
+    def dependency_links(self, job: Job) -> SafeString | str:
+        return composition.dependencies(job)
+
+    @admin.display(description="dependents")
+    def dependent_links(self, job: Job) -> SafeString | str:
+        return composition.dependents(job)
 
     @admin.display(description="timeline")
     def timeline(self, job: Job) -> SafeString:
@@ -777,6 +833,10 @@ class JobAdmin(GuardedListAdmin):
         text, level = flowcontrol.pause_or_resume(request, verb == "pause", actions.actor(request))
         self.message_user(request, text, level)
         return HttpResponseRedirect(reverse("admin:django_pqjobs_job_dashboard"))
+
+
+def _waiting_for(count: int) -> str:
+    return f"waiting for {count} {'dependency' if count == 1 else 'dependencies'}"
 
 
 def _paused_rows(paused: list[flow.Paused]) -> list[dict[str, Any]]:

@@ -9,13 +9,16 @@ search that matches nothing read the whole table (over a second on 1,000,000 row
 - a dedupe key matches among ready and running jobs (the partial unique index
   ``pqjobs_job_active_dedupe``; dedupe keys only bind active jobs anyway);
 - a worker id matches the jobs that worker is running now (``pqjobs_job_running``).
+
+A term is whatever an operator typed (or a URL holds): any length, any characters. It is
+only compared, never parsed beyond :func:`whole_number`.
 """
 
 from __future__ import annotations
 
 from django.db.models import Q, QuerySet
 
-from ..statuses import ACTIVE_STATUSES, JobStatus
+from ..statuses import DEDUPE_STATUSES, JobStatus
 
 HELP_TEXT = (
     "Exact job id or job type; a dedupe key of a ready or running job; "
@@ -23,13 +26,25 @@ HELP_TEXT = (
 )
 
 
+def whole_number(term: str) -> int | None:
+    """The id a search term names, if it is one: ASCII digits that fit a bigint.
+
+    ``str.isdigit()`` alone also accepts "²" and other digits ``int()`` refuses."""
+    if term.isascii() and term.isdigit() and len(term) < 19:
+        return int(term)
+    return None
+
+
 def job_search(queryset: QuerySet, term: str) -> QuerySet:
     term = term.strip()
     if not term:
         return queryset
     condition = Q(job_type=term)
-    condition |= Q(dedupe_key=term, status__in=ACTIVE_STATUSES)
+    # The statuses of the unique index's predicate, so that it serves the search (a waiting
+    # job holds no dedupe key).
+    condition |= Q(dedupe_key=term, status__in=DEDUPE_STATUSES)
     condition |= Q(locked_by=term, status=JobStatus.RUNNING)
-    if term.isdigit() and len(term) < 19:  # fits a bigint
-        condition |= Q(pk=int(term))
+    number = whole_number(term)
+    if number is not None:
+        condition |= Q(pk=number)
     return queryset.filter(condition)

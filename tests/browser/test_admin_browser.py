@@ -1,6 +1,8 @@
 """The operator console in a real browser: log in, filter to failed jobs, retry one from its
 page, see it done once a worker ran it; the job list at laptop width and on a phone; the
-dashboard in dark mode and on a phone.
+dashboard in dark mode and on a phone; a batch's page, its failed member and back.
+
+``PQJOBS_SCREENSHOTS=<directory>`` keeps screenshots of the batch pages there.
 
 Needs Debian's ``chromium`` package (/usr/bin/chromium) and the ``playwright`` Python
 package (its bundled browsers are never downloaded). Skipped when either is missing, unless
@@ -18,8 +20,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.db.models.functions import Now
 
-from django_pqjobs import enqueue_job
+from django_pqjobs import batch, enqueue_job
 from django_pqjobs.models import Job, JobAttempt
+from django_pqjobs.testing import drain
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -260,5 +263,51 @@ def test_the_dashboard_in_dark_mode_and_on_a_phone(sync_api, live_server, tmp_pa
             left, right, _ = chart.evaluate(_BOX)
             assert left >= 0 and right <= 390, (left, right)
             assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        finally:
+            context.close()
+
+
+def test_an_operator_follows_a_batch_to_its_failed_member_and_back(sync_api, live_server, tmp_path):
+    User.objects.create_user("oncall", password="pw-oncall", is_superuser=True, is_staff=True)
+    with batch(label="nightly-invoices", on_finish="tests.noop", callback_payload={"n": 1}) as b:
+        for n in range(6):
+            enqueue_job("tests.noop", {"n": n})
+        failing = enqueue_job("tests.permanent")
+    drain()
+    shots = os.environ.get("PQJOBS_SCREENSHOTS")  # a directory, to look at the pages
+    with sync_api.sync_playwright() as playwright:
+        context, page = logged_in_page(
+            sync_api, playwright, tmp_path, live_server, viewport={"width": 1280, "height": 800}
+        )
+        try:
+            expect = sync_api.expect
+            page.goto(f"{live_server.url}/admin/django_pqjobs/batch/")
+            row = page.locator("#result_list tbody tr").first
+            expect(row).to_contain_text("7 / 7 finished")
+            expect(row.locator(".pqjobs-bar-failed")).to_be_visible()
+            if shots:
+                page.screenshot(path=f"{shots}/batch-list.png", full_page=True)
+            row.get_by_role("link", name="nightly-invoices").click()
+            expect(page.locator(".field-state")).to_contain_text("finished once")
+            expect(page.locator(".field-callback_job_links")).to_contain_text("tests.noop")
+            if shots:
+                page.screenshot(path=f"{shots}/batch-page.png", full_page=True)
+            failed_row = page.locator(".pqjobs-members tr", has_text="failed")
+            failed_row.get_by_role("link", name="list them").click()
+            expect(page).to_have_url(re.compile(rf"batch__id__exact={b.id}&status__exact=failed"))
+            rows = page.locator("#result_list tbody tr")
+            expect(rows).to_have_count(1)
+            rows.first.get_by_role("link", name=str(failing)).click()
+            expect(page.locator(".field-member_of")).to_contain_text(f"batch #{b.id}")
+            if shots:
+                page.screenshot(path=f"{shots}/batch-member.png", full_page=True)
+            page.locator(".field-member_of").get_by_role("link").click()
+            expect(page.locator(".field-counts")).to_contain_text("7 members: 6 done, 1 failed")
+            # On a phone the batch page does not scroll sideways.
+            page.set_viewport_size({"width": 390, "height": 844})
+            page.reload()
+            assert page.evaluate("document.documentElement.scrollWidth") <= 390
+            if shots:
+                page.screenshot(path=f"{shots}/batch-phone.png", full_page=True)
         finally:
             context.close()

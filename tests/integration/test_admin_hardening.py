@@ -460,7 +460,7 @@ def test_nul_in_a_list_parameter_is_a_clean_refusal(operator, query):
 @pytest.mark.parametrize(
     "query, reason",
     [
-        ("status__exact=bogus", "a status is one of ready, blocked, running, done, failed"),
+        ("status__exact=bogus", "a status is one of waiting, ready, blocked, running, done"),
         ("queue=" + "q" * 150, "queue is longer than 100 characters"),
         ("has_error=maybe", "use yes or no"),
         ("created_at__gte=yesterday", "created_at__gte=&#x27;yesterday&#x27;: Enter a valid"),

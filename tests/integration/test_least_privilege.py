@@ -30,6 +30,7 @@ from django_pqjobs import (
     DuplicateJob,
     batch,
     cancel_job,
+    enqueue_batch,
     enqueue_job,
     enqueue_many,
     enqueue_on_commit,
@@ -261,6 +262,8 @@ def test_the_admin_role_runs_the_operator_console(roles, client):
     claim_jobs("default", "stuck-worker", None, 1)
     schedule = Schedule.objects.create(name="s", job_type="tests.noop", interval_seconds=60)
     WorkerRecord.objects.create(worker_id="w1", hostname="h", concurrency=1)
+    members = enqueue_batch("t", [{}, {}], on_finish="t")
+    dependent = enqueue_job("t", depends_on=[ready])  # cancelled with it, below
     _grant_the_projects_own_tables(roles.admin)
     client.force_login(User.objects.create_superuser("root", password="pw"))
     jobs = reverse("admin:django_pqjobs_job_changelist")
@@ -273,6 +276,11 @@ def test_the_admin_role_runs_the_operator_console(roles, client):
             reverse("admin:django_pqjobs_job_dashboard"),
             schedules,
             reverse("admin:django_pqjobs_schedule_change", args=[schedule.pk]),
+            reverse("admin:django_pqjobs_batch_changelist"),
+            reverse("admin:django_pqjobs_batch_change", args=[members.id]),
+            f"{jobs}?batch__id__exact={members.id}",
+            reverse("admin:django_pqjobs_job_change", args=[dependent]),
+            f"{jobs}?dependents_of={ready}",
         ):
             assert client.get(page).status_code == 200, page
 
@@ -301,6 +309,7 @@ def test_the_admin_role_runs_the_operator_console(roles, client):
         )
     statuses = dict(Job.objects.values_list("pk", "status"))
     assert statuses[failed] == "ready" and statuses[ready] == "cancelled"
+    assert statuses[dependent] == "cancelled"  # the database cancelled it at the commit
     assert Job.objects.get(pk=delayed).run_after <= database_now("default")
     assert finished not in statuses
     assert statuses[stuck] == "ready"  # released
