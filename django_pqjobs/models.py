@@ -254,7 +254,11 @@ class Job(models.Model):
                 condition=Q(status=JobStatus.RUNNING, concurrency_key__isnull=False),
                 name="pqjobs_job_running_key",
             ),
-            # Composition: a batch's members (by status, for its page) and its callbacks.
+            # Composition: jobs waiting for dependencies (the admin's list and dashboard), a
+            # batch's members (by status, for its page) and its callbacks.
+            models.Index(
+                F("id").desc(), condition=Q(status=JobStatus.WAITING), name="pqjobs_job_waiting"
+            ),
             models.Index(
                 "batch", "status", condition=Q(batch__isnull=False), name="pqjobs_job_batch"
             ),

@@ -41,16 +41,12 @@ SELECT job_type, status, count(*) FROM pqjobs_job
 WHERE status IN ('done', 'failed', 'cancelled') AND finished_at > now() - interval '24 hours'
 GROUP BY 1, 2
 """
-# One arm per status, so each is served by its partial index (claim / running) however
-# many finished rows the table holds; "status IN (...)" would read the whole table. No
-# index holds waiting jobs, but every one of them has dependency edges: saying so lets the
-# planner start from the edges where there are few (nothing to read where nobody uses
-# dependencies), and read the table where there are many.
+# One arm per status, so each is served by its partial index (waiting / claim / blocked /
+# running) however many finished rows the table holds; "status IN (...)" would read the
+# whole table.
 _ACTIVE = """
-SELECT 'waiting', j.queue, count(*), NULL FROM pqjobs_job j
-WHERE j.status = 'waiting'
-  AND EXISTS (SELECT 1 FROM pqjobs_dependency d WHERE d.job_id = j.id)
-GROUP BY j.queue
+SELECT 'waiting', queue, count(*), NULL FROM pqjobs_job WHERE status = 'waiting'
+GROUP BY queue
 UNION ALL
 SELECT 'ready', queue, count(*), min(run_after) FILTER (WHERE run_after <= now())
 FROM pqjobs_job WHERE status = 'ready' GROUP BY queue

@@ -425,6 +425,14 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="job",
             index=models.Index(
+                models.OrderBy(models.F("id"), descending=True),
+                condition=models.Q(("status", "waiting")),
+                name="pqjobs_job_waiting",
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="job",
+            index=models.Index(
                 models.F("batch"),
                 models.F("status"),
                 condition=models.Q(("batch__isnull", False)),

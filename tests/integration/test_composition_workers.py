@@ -39,16 +39,17 @@ MEMBERS = 4
 
 
 def test_four_workers_finishing_the_last_members_of_200_batches_fire_each_callback_once():
-    # Members are due in an order that interleaves the batches (every batch's first member,
-    # then every second one...), so each batch's members are claimed by different workers
-    # and its last ones finish at the same moment on several of them.
-    start = timezone.now() - timedelta(minutes=1)
+    # Members become due together once the four workers are up, in an order that
+    # interleaves the batches (every batch's first member, then every second one...), and
+    # each takes a little time: each batch's members are claimed by different workers and
+    # its last ones finish at the same moment on several of them.
+    start = timezone.now() + timedelta(seconds=5)
     ids: list[int] = []
     for b in range(BATCHES):
         with batch(on_finish="tests.batch_callback", on_success="tests.batch_callback"):
             for m in range(MEMBERS):
                 run_after = start + timedelta(microseconds=m * BATCHES + b)
-                ids.append(enqueue_job("tests.noop", run_after=run_after))
+                ids.append(enqueue_job("tests.sleep", {"seconds": 0.01}, run_after=run_after))
     fast = {"WORKER_REAP_INTERVAL": "60"}
     with (
         run_jobs("-c", "4", "--worker-id", "w1", **fast),
