@@ -12,15 +12,15 @@ Every column added to ``pqjobs_job`` has a constant default: adding it changes o
 catalog, whatever the size of the table.
 
 The bookkeeping is done by the database, so it holds however a job's status changes
-(worker, rescue, admin, code) and whoever changes it. A row trigger notes each member or
-dependency that becomes finished (or unfinished again: Retry), or is deleted while active,
+(worker, rescue, admin, code) and whoever changes it. A statement trigger notes each member
+or dependency that becomes finished (or unfinished again: Retry), or is deleted while active,
 in ``pqjobs_settle``; a deferred trigger settles the transaction's notes at its commit:
 dependents become ready (or cancelled), then batch counts move and a batch whose last
 member finished gets its callbacks. Settling at commit takes the row locks of dependents
 and batches in id order, so workers that finish members of the same batches or
 prerequisites of the same jobs never deadlock, and the batch row lock makes exactly one
-transaction see its last member finish. Jobs without batch or dependents never fire the
-triggers (their WHEN clauses are false), so they pay nothing.
+transaction see its last member finish. Jobs without batch or dependents are never noted
+(the statement triggers' join filters them out) and their transactions settle nothing.
 """
 
 import django.db.models.deletion
@@ -41,21 +41,32 @@ CREATE UNLOGGED TABLE pqjobs_settle (
 );
 CREATE INDEX pqjobs_settle_txid ON pqjobs_settle (txid);
 
+-- Statement-level triggers with transition tables: one INSERT of the notes per statement,
+-- however many rows it changed (a row trigger cost a PL/pgSQL call per finished member).
 -- The first note of a transaction (since it last settled) is the carrier: the deferred
 -- trigger fires for it alone, once, rather than once per note.
-CREATE FUNCTION pqjobs_note_change() RETURNS trigger
+CREATE FUNCTION pqjobs_note_changes() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 DECLARE
     first boolean := current_setting('pqjobs.unsettled', true) IS DISTINCT FROM 'on';
+    noted integer;
 BEGIN
     IF TG_OP = 'DELETE' THEN
-        INSERT INTO pqjobs_settle VALUES (txid_current(), OLD.id, OLD.batch_id,
-            OLD.has_dependents, OLD.status, 'deleted', first);
+        INSERT INTO pqjobs_settle
+        SELECT txid_current(), o.id, o.batch_id, o.has_dependents, o.status, 'deleted',
+               first AND row_number() OVER () = 1
+        FROM pqjobs_old o
+        WHERE (o.batch_id IS NOT NULL OR o.has_dependents) AND o.status NOT IN {FINAL};
     ELSE
-        INSERT INTO pqjobs_settle VALUES (txid_current(), NEW.id, NEW.batch_id,
-            NEW.has_dependents, OLD.status, NEW.status, first);
+        INSERT INTO pqjobs_settle
+        SELECT txid_current(), n.id, n.batch_id, n.has_dependents, o.status, n.status,
+               first AND row_number() OVER () = 1
+        FROM pqjobs_new n JOIN pqjobs_old o ON o.id = n.id
+        WHERE (n.batch_id IS NOT NULL OR n.has_dependents)
+          AND (o.status IN {FINAL}) <> (n.status IN {FINAL});
     END IF;
-    IF first THEN
+    GET DIAGNOSTICS noted = ROW_COUNT;
+    IF first AND noted > 0 THEN
         PERFORM set_config('pqjobs.unsettled', 'on', true);
     END IF;
     RETURN NULL;
@@ -63,17 +74,16 @@ END
 $$;
 
 CREATE TRIGGER pqjobs_job_composed_status
-AFTER UPDATE OF status ON pqjobs_job
-FOR EACH ROW
-WHEN ((NEW.batch_id IS NOT NULL OR NEW.has_dependents)
-      AND (OLD.status IN {FINAL}) <> (NEW.status IN {FINAL}))
-EXECUTE FUNCTION pqjobs_note_change();
+AFTER UPDATE ON pqjobs_job
+REFERENCING OLD TABLE AS pqjobs_old NEW TABLE AS pqjobs_new
+FOR EACH STATEMENT
+EXECUTE FUNCTION pqjobs_note_changes();
 
 CREATE TRIGGER pqjobs_job_composed_deleted
 AFTER DELETE ON pqjobs_job
-FOR EACH ROW
-WHEN ((OLD.batch_id IS NOT NULL OR OLD.has_dependents) AND OLD.status NOT IN {FINAL})
-EXECUTE FUNCTION pqjobs_note_change();
+REFERENCING OLD TABLE AS pqjobs_old
+FOR EACH STATEMENT
+EXECUTE FUNCTION pqjobs_note_changes();
 
 -- A batch finished: count the finish and enqueue its callbacks (each a prepared job in
 -- pqjobs_batch.callbacks). Called with the batch row locked.
@@ -136,6 +146,7 @@ DECLARE
     left_active integer;
     is_sealed boolean;
     released text[];
+    cascaded integer;
 BEGIN
     -- Settles all of this transaction's notes (fired by the carrier, the first of them).
     -- Settling may change more jobs (a cancelled dependent, say), whose notes the next
@@ -147,6 +158,7 @@ BEGIN
         INTO a_job, a_batch, a_dependents, a_old, a_new
         FROM taken;
         EXIT WHEN a_job IS NULL;
+        cascaded := 0;
 
         -- Dependents of prerequisites that finished (or were deleted while active).
         IF true = ANY(a_dependents) THEN
@@ -194,7 +206,9 @@ BEGIN
                 WHERE j.id = x.job_id AND j.status = 'waiting'
                 RETURNING j.status, j.queue
             )
-            SELECT array_agg(DISTINCT queue) FILTER (WHERE status = 'ready') INTO released
+            SELECT array_agg(DISTINCT queue) FILTER (WHERE status = 'ready'),
+                   count(*) FILTER (WHERE status = 'cancelled')
+            INTO released, cascaded
             FROM moved;
             IF released IS NOT NULL AND pqjobs_anyone_listens() THEN
                 PERFORM pg_notify('pqjobs', q) FROM unnest(released) q;
@@ -233,6 +247,8 @@ BEGIN
                 PERFORM pqjobs_batch_finished(b.batch_id);
             END IF;
         END LOOP;
+        -- only a dependent cancelled here can have left notes of its own
+        EXIT WHEN cascaded = 0;
     END LOOP;
     PERFORM set_config('pqjobs.unsettled', '', true);
     RETURN NULL;
@@ -271,7 +287,7 @@ DROP TABLE pqjobs_settle;
 DROP FUNCTION pqjobs_settle();
 DROP FUNCTION pqjobs_batch_seal(bigint);
 DROP FUNCTION pqjobs_batch_finished(bigint);
-DROP FUNCTION pqjobs_note_change();
+DROP FUNCTION pqjobs_note_changes();
 """
 
 
