@@ -1,4 +1,5 @@
-"""Helpers the tests import: bounded waiting, job status, and real ``run_jobs`` processes.
+"""Helpers the tests import: bounded waiting, job status, admin users, and real ``run_jobs``
+processes.
 
 Fixtures live in ``conftest.py``; everything a test calls directly lives here.
 """
@@ -15,7 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from django.contrib.auth.models import Permission, User
 from django.db import connection
+from django.test import Client
 
 from django_pqjobs.models import Job
 
@@ -41,6 +44,16 @@ def job_status(job_id: int) -> str:
 def wait_status(job_id: int, *statuses: str, timeout: float = 10.0) -> Job:
     wait_for(lambda: job_status(job_id) in statuses, timeout)
     return Job.objects.get(pk=job_id)
+
+
+def make_user(name: str, *perms: str, staff: bool = True) -> Client:
+    """A test client logged in as a new user with these permissions (codenames)."""
+    user = User.objects.create_user(name, password="pw", is_staff=staff)
+    for codename in perms:
+        user.user_permissions.add(Permission.objects.get(codename=codename))
+    client = Client()
+    client.force_login(user)
+    return client
 
 
 class WorkerProcess:

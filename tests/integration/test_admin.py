@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
@@ -14,6 +14,7 @@ from django_pqjobs import enqueue_job
 from django_pqjobs.clock import database_now
 from django_pqjobs.models import Job, JobAttempt, OperatorAction, WorkerRecord
 from django_pqjobs.worker.claiming import claim_jobs
+from tests.helpers import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,15 +28,6 @@ def change_url(job_id: int) -> str:
 
 def action_url(job_id: int, action: str) -> str:
     return reverse("admin:django_pqjobs_job_action", args=[job_id, action])
-
-
-def make_user(name: str, *perms: str, staff: bool = True) -> Client:
-    user = User.objects.create_user(name, password="pw", is_staff=staff)
-    for codename in perms:
-        user.user_permissions.add(Permission.objects.get(codename=codename))
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.contrib.auth.models import Permission, User
 from django.contrib.messages import get_messages
 from django.db import connection, transaction
 from django.test import Client, override_settings
@@ -25,7 +24,7 @@ from django_pqjobs.admin.search import job_search
 from django_pqjobs.models import Batch, Job
 from django_pqjobs.testing import drain
 
-from ..helpers import job_status
+from ..helpers import job_status, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,15 +39,6 @@ def job_url(job_id: int) -> str:
 
 def batch_url(batch_id: int) -> str:
     return reverse("admin:django_pqjobs_batch_change", args=[batch_id])
-
-
-def make_user(name: str, *perms: str) -> Client:
-    user = User.objects.create_user(name, password="pw", is_staff=True)
-    for codename in perms:
-        user.user_permissions.add(Permission.objects.get(codename=codename))
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
@@ -20,6 +20,7 @@ from django_pqjobs.models import Job, JobAttempt, OperatorAction, Pause, Schedul
 from django_pqjobs.transitions import Completion, Fence, complete
 from django_pqjobs.worker import housekeeping
 from django_pqjobs.worker.claiming import claim_jobs
+from tests.helpers import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,15 +41,6 @@ def release_url(job_id: int) -> str:
 
 def delete_url(job_id: int) -> str:
     return reverse("admin:django_pqjobs_job_delete", args=[job_id])
-
-
-def make_user(name: str, *perms: str) -> Client:
-    user = User.objects.create_user(name, password="pw", is_staff=True)
-    for codename in perms:
-        user.user_permissions.add(Permission.objects.get(codename=codename))
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
