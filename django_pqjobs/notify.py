@@ -11,9 +11,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import psycopg
+from django.db import connections
+
 from .conf import conf
 
 CHANNEL = "pqjobs"
+
+
+def listening_connection(alias: str) -> psycopg.Connection[Any]:
+    """A connection of its own to ``alias``, outside Django's pool, in autocommit: what
+    LISTEN needs (a worker's listener, ``wait_for()``)."""
+    params = connections[alias].get_connection_params()
+    params.pop("cursor_factory", None)
+    return psycopg.connect(**params, autocommit=True)
 
 
 def channel() -> str | None:

@@ -13,7 +13,6 @@ import time
 from contextlib import ExitStack
 from typing import Any
 
-import psycopg
 from asgiref.sync import sync_to_async
 from django.db import connections
 
@@ -21,6 +20,7 @@ from . import options
 from .conf import conf
 from .durations import Duration
 from .errors import InvalidJobOption, JobFailed, JobNotFound, JobWasCancelled, WaitTimeout
+from .notify import listening_connection
 from .serialization import from_json
 
 __all__ = ["wait_for", "wait_for_async"]
@@ -41,12 +41,6 @@ SELECT status, result::text, error_type, last_error, waited_on FROM pqjobs_job W
 """
 # How soon to look again while the job could not be marked (its row was locked).
 _MARK_RETRY = 0.05
-
-
-def _connect(alias: str) -> psycopg.Connection[Any]:
-    params = connections[alias].get_connection_params()
-    params.pop("cursor_factory", None)
-    return psycopg.connect(**params, autocommit=True)
 
 
 def _outcome(job_id: int, row: tuple[Any, ...]) -> tuple[bool, Any]:
@@ -95,9 +89,13 @@ def wait_for(
     deadline = None if limit is None else time.monotonic() + limit
     listen_alias = conf.LISTEN_DATABASE if conf.raw("LISTEN_DATABASE") else alias
     with ExitStack() as stack:
-        conn = stack.enter_context(_connect(alias))
+        conn = stack.enter_context(listening_connection(alias))
         # Behind PgBouncer in transaction mode, LISTEN needs the direct connection.
-        listener = conn if listen_alias == alias else stack.enter_context(_connect(listen_alias))
+        listener = (
+            conn
+            if listen_alias == alias
+            else stack.enter_context(listening_connection(listen_alias))
+        )
         listener.execute(f"LISTEN {FINISHED_CHANNEL}")
         text = str(job_id)
         while True:

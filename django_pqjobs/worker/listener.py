@@ -23,9 +23,8 @@ import time
 from collections.abc import Callable, Sequence
 
 import psycopg
-from django.db import connections
 
-from ..notify import CHANNEL
+from ..notify import CHANNEL, listening_connection
 
 logger = logging.getLogger("django_pqjobs")
 
@@ -77,16 +76,11 @@ class Listener(threading.Thread):
         """LISTEN again (the worker left stream mode)."""
         self._resume.set()
 
-    def _connect(self) -> psycopg.Connection:
-        params = connections[self.alias].get_connection_params()
-        params.pop("cursor_factory", None)
-        return psycopg.connect(**params, autocommit=True)
-
     def run(self) -> None:
         failures = 0
         while not self.stopping.is_set():
             try:
-                with self._connect() as conn:
+                with listening_connection(self.alias) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     self._say_listening(conn, True)
                     self.listening.set()
