@@ -28,6 +28,14 @@ import django.db.models.functions.datetime
 from django.db import migrations, models
 
 FINAL = "('done', 'failed', 'cancelled')"
+# In pqjobs_settle(): the notes being settled, as rows; and the dependency edges of the
+# noted jobs that have just finished (or were deleted while active), with their notes.
+NOTES = (
+    "unnest(a_job, a_batch, a_dependents, a_old, a_new)\n"
+    "                AS s(job_id, batch_id, has_dependents, old_status, new_status)"
+)
+FINISHED_EDGES = f"""FROM pqjobs_dependency d JOIN {NOTES} ON s.job_id = d.depends_on_id
+                WHERE s.has_dependents AND s.old_status NOT IN {FINAL}"""
 
 SETTLE = f"""
 CREATE UNLOGGED TABLE pqjobs_settle (
@@ -164,10 +172,7 @@ BEGIN
         IF true = ANY(a_dependents) THEN
             PERFORM 1 FROM pqjobs_job j
             WHERE j.status = 'waiting' AND j.id IN (
-                SELECT d.job_id FROM pqjobs_dependency d JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
-                    AS s(job_id, batch_id, has_dependents, old_status, new_status)
-                  ON s.job_id = d.depends_on_id
-                WHERE s.has_dependents AND s.old_status NOT IN {FINAL})
+                SELECT d.job_id {FINISHED_EDGES})
             ORDER BY j.id
             FOR UPDATE;
             WITH x AS (
@@ -176,9 +181,7 @@ BEGIN
                        min(s.job_id) FILTER (WHERE s.new_status <> 'done') AS bad_id,
                        (array_agg(s.new_status ORDER BY s.job_id)
                             FILTER (WHERE s.new_status <> 'done'))[1] AS bad_status
-                FROM pqjobs_dependency d JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
-                    AS s(job_id, batch_id, has_dependents, old_status, new_status) ON s.job_id = d.depends_on_id
-                WHERE s.has_dependents AND s.old_status NOT IN {FINAL}
+                {FINISHED_EDGES}
                 GROUP BY d.job_id
             ), moved AS (
                 UPDATE pqjobs_job AS j SET
@@ -228,8 +231,7 @@ BEGIN
                        - (s.old_status = 'failed')::integer) AS d_failed,
                    sum((s.new_status IN ('cancelled', 'deleted'))::integer
                        - (s.old_status = 'cancelled')::integer) AS d_cancelled
-            FROM unnest(a_job, a_batch, a_dependents, a_old, a_new)
-                AS s(job_id, batch_id, has_dependents, old_status, new_status)
+            FROM {NOTES}
             WHERE s.batch_id IS NOT NULL
             GROUP BY s.batch_id
             ORDER BY s.batch_id
