@@ -25,7 +25,7 @@ management commands and the public operations.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections, transaction
@@ -58,127 +58,18 @@ class Fence:
     job_id: int
     worker_id: str
     attempt: int
+    # Where the row lay when this attempt was claimed ("(page,item)"), if known: the
+    # completion looks there first (see pqjobs_complete()). A hint, not part of the fence.
+    tid: str | None = field(default=None, compare=False)
 
     @classmethod
-    def of(cls, job: Job) -> Fence:
+    def of(cls, job: Job, tid: str | None = None) -> Fence:
         assert job.locked_by is not None
-        return cls(job.id, job.locked_by, job.attempts)
+        return cls(job.id, job.locked_by, job.attempts, tid)
 
 
 # --- claim: ready → running ------------------------------------------------------------
 
-_CLAIM = """
-WITH picked AS (
-    SELECT id, queue, job_type, priority, run_after, concurrency_key, concurrency_limit,
-           rate_key
-    FROM pqjobs_job
-    WHERE status = 'ready' AND run_after <= now() {queue_filter} {priority_filter}
-    ORDER BY priority DESC, run_after, id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-), numbered AS (
-    SELECT p.*, row_number() OVER (ORDER BY p.priority DESC, p.run_after, p.id) AS ord,
-           EXISTS (SELECT 1 FROM pqjobs_pause z WHERE z.kind = 'queue' AND z.name = p.queue)
-           OR EXISTS (SELECT 1 FROM pqjobs_pause z
-                      WHERE z.kind = 'job_type' AND z.name = p.job_type) AS paused
-    FROM picked p
-), rate_wanted AS (
-    SELECT rate_key, count(*) AS wanted FROM numbered
-    WHERE rate_key IS NOT NULL AND NOT paused
-    GROUP BY rate_key
-), rate_locked AS (
-    -- Claims never wait for each other: a bucket another claim holds right now is left
-    -- for the next claim (its jobs stay ready), so claimers cannot deadlock.
-    SELECT r.key FROM pqjobs_rate r
-    WHERE r.key IN (SELECT rate_key FROM rate_wanted)
-    FOR UPDATE SKIP LOCKED
-), rate_grant AS (
-    -- Starts per fixed window: a new window starts the count again.
-    UPDATE pqjobs_rate AS r
-    SET last_grant = least(w.wanted, greatest(r.allowance - CASE
-            WHEN r.window_start = to_timestamp(floor(extract(epoch FROM now())::float8
-                                                     / r.period) * r.period)
-            THEN r.used ELSE 0 END, 0)),
-        used = CASE
-            WHEN r.window_start = to_timestamp(floor(extract(epoch FROM now())::float8
-                                                     / r.period) * r.period)
-            THEN r.used ELSE 0 END
-            + least(w.wanted, greatest(r.allowance - CASE
-                WHEN r.window_start = to_timestamp(floor(extract(epoch FROM now())::float8
-                                                         / r.period) * r.period)
-                THEN r.used ELSE 0 END, 0)),
-        window_start = to_timestamp(floor(extract(epoch FROM now())::float8 / r.period)
-                                    * r.period)
-    FROM rate_wanted w, rate_locked l
-    WHERE r.key = w.rate_key AND l.key = r.key
-    RETURNING r.key, r.last_grant
-), rate_ranked AS (
-    SELECT n.*, row_number() OVER (PARTITION BY n.rate_key ORDER BY n.ord) AS rate_rank,
-           (n.rate_key IS NOT NULL
-            AND n.rate_key NOT IN (SELECT key FROM rate_locked)) AS rate_busy
-    FROM numbered n WHERE NOT n.paused
-), rate_passed AS (
-    SELECT r.* FROM rate_ranked r
-    WHERE NOT r.rate_busy
-      AND (r.rate_key IS NULL
-           OR r.rate_rank <= (SELECT g.last_grant FROM rate_grant g WHERE g.key = r.rate_key))
-), key_wanted AS (
-    SELECT concurrency_key, max(concurrency_limit) AS lim, count(*) AS wanted
-    FROM rate_passed WHERE concurrency_key IS NOT NULL
-    GROUP BY concurrency_key
-), key_locked AS (
-    SELECT s.key FROM pqjobs_key_slot s
-    WHERE s.key IN (SELECT concurrency_key FROM key_wanted)
-    FOR UPDATE SKIP LOCKED
-), key_grant AS (
-    -- A slot is taken only while fewer than the limit run; the trigger
-    -- pqjobs_job_left_running gives slots back.
-    UPDATE pqjobs_key_slot AS s
-    SET last_grant = least(w.wanted, greatest(w.lim - s.running, 0)),
-        running = s.running + least(w.wanted, greatest(w.lim - s.running, 0))
-    FROM key_wanted w, key_locked l
-    WHERE s.key = w.concurrency_key AND l.key = s.key
-    RETURNING s.key, s.last_grant
-), key_ranked AS (
-    SELECT r.id, r.concurrency_key,
-           row_number() OVER (PARTITION BY r.concurrency_key ORDER BY r.ord) AS key_rank,
-           (r.concurrency_key IS NOT NULL
-            AND r.concurrency_key NOT IN (SELECT key FROM key_locked)) AS key_busy
-    FROM rate_passed r
-), go AS (
-    SELECT k.id FROM key_ranked k
-    WHERE NOT k.key_busy
-      AND (k.concurrency_key IS NULL
-           OR k.key_rank <= (SELECT g.last_grant FROM key_grant g
-                             WHERE g.key = k.concurrency_key))
-), busy AS (
-    SELECT id FROM rate_ranked WHERE rate_busy
-    UNION ALL
-    SELECT id FROM key_ranked WHERE key_busy
-), claimed AS (
-    UPDATE pqjobs_job AS j
-    SET status = 'running', attempts = j.attempts + 1, locked_at = now(),
-        locked_by = %(worker)s, heartbeat_at = now(), updated_at = now()
-    FROM go
-    WHERE j.id = go.id
-    RETURNING j.*
-), held AS (
-    -- Jobs that may not start now leave the claim order (and its index) until what holds
-    -- them clears, so no later claim walks over them again.
-    UPDATE pqjobs_job AS j
-    SET status = 'blocked', updated_at = now(),
-        blocked_by = CASE
-            WHEN n.paused THEN 'paused'
-            WHEN n.id IN (SELECT id FROM rate_passed) THEN 'limit'
-            ELSE 'rate' END
-    FROM numbered n
-    WHERE j.id = n.id AND n.id NOT IN (SELECT id FROM go) AND n.id NOT IN (SELECT id FROM busy)
-    RETURNING j.id
-)
-SELECT {columns}, held.n
-FROM (SELECT count(*) AS n FROM held) AS held LEFT JOIN claimed ON true
-ORDER BY priority DESC, run_after, id
-"""
 # What a claim returns per job, in this order (``worker/claiming.py`` builds the Job).
 # Timestamps travel as epoch seconds: Django's timestamptz loader is pure Python and cost
 # more per claimed job than everything else in the claim. A float8 holds today's epoch to
@@ -225,44 +116,20 @@ CLAIM_COLUMNS = (
     "on_dependency_failure",
     "has_dependents",
     "waited_on",
+    "ctid::text",  # where the claimed version of the row lies (Fence.tid)
 )
-# Settings for the claim's transaction only.
-# - The claim must walk pqjobs_job_claim in order and stop after LIMIT rows. Planner
-#   statistics of a queue table are often stale (taken when it held few ready jobs); the
-#   planner then reads every ready row with a bitmap scan and sorts them, which costs
-#   milliseconds per claim with 20,000 ready jobs and seconds with millions. Rule out the
-#   plans that read everything.
-# - The claim's commit does not wait for its WAL flush: if the database server crashes in
-#   the next fraction of a second, the claim is undone and the job runs again, which
-#   at-least-once delivery allows; the job itself was committed durably when enqueued.
+# Settings for hold_back()'s transaction (pqjobs_claim() sets the same for itself): walk
+# pqjobs_job_claim in order and stop after LIMIT rows, whatever the planner's statistics
+# say; commit without waiting for the WAL flush (see pqjobs_claim() in migration 0014).
 CLAIM_PLAN = (
     "SELECT set_config('enable_bitmapscan', 'off', true), "
     "set_config('enable_seqscan', 'off', true), "
     "set_config('synchronous_commit', 'off', true)"
 )
-
-
-def claim_sql(filter_queues: bool, filter_priority: bool = False) -> str:
-    """The claim statement; parameters ``limit``, ``worker`` [, ``queues``] [,
-    ``min_priority``]. Run after CLAIM_PLAN. Each row: :data:`CLAIM_COLUMNS`, then how many
-    jobs it blocked.
-
-    The priority floor is a range on the claim index's leading column: the index scan
-    starts at the highest priority and stops at the floor.
-    """
-    return (
-        _CLAIM.replace("{queue_filter}", "AND queue = ANY(%(queues)s)" if filter_queues else "")
-        .replace("{priority_filter}", "AND priority >= %(min_priority)s" if filter_priority else "")
-        .replace("{columns}", ", ".join(CLAIM_COLUMNS))
-    )
-
-
-# What claim() sends, built once: the plan settings and the claim in one message.
-_CLAIM_MESSAGE = {
-    (queues, floor): f"{CLAIM_PLAN};\n{claim_sql(queues, floor)}"
-    for queues in (False, True)
-    for floor in (False, True)
-}
+# The claim is the PL/pgSQL function pqjobs_claim() (migration 0014): its plans are made
+# once per server session instead of on every claim, and with no flow control in play it
+# claims the jobs it locked with one UPDATE by primary key.
+_CLAIM = "SELECT * FROM pqjobs_claim(%s, %s::integer, %s::text[], %s::integer)"
 
 
 @dataclass(frozen=True)
@@ -290,18 +157,8 @@ def claim(
     """
     if limit < 1:
         return Claimed([], 0)
-    params: dict[str, Any] = {"limit": limit, "worker": worker_id}
-    if queues:
-        params["queues"] = list(queues)
-    if min_priority is not None:
-        params["min_priority"] = min_priority
-    connection = connections[alias]
-    connection.ensure_connection()
-    with connection.wrap_database_errors, ClientCursor(connection.connection) as cursor:
-        # One simple-protocol message: its statements run as one transaction, so the plan
-        # settings hold for the claim and the whole claim costs a single round trip.
-        cursor.execute(_CLAIM_MESSAGE[bool(queues), min_priority is not None], params)
-        cursor.nextset()
+    with _cursor(alias) as cursor:
+        cursor.execute(_CLAIM, [worker_id, limit, list(queues) if queues else None, min_priority])
         rows = cursor.fetchall()
     blocked = int(rows[0][-1]) if rows else 0
     return Claimed([row for row in rows if row[0] is not None], blocked)
@@ -397,17 +254,10 @@ def hold_back(
 
 # --- running → done ----------------------------------------------------------------------
 
-_COMPLETE = """
-UPDATE pqjobs_job AS j
-SET status = 'done', result = t.result::jsonb, finished_at = now(), duration_ms = t.ms,
-    heartbeat_at = NULL, updated_at = now(), progress = COALESCE(t.progress::jsonb, j.progress),
-    -- the attempt history keeps every error; a done job does not look failed
-    last_error = '', error_type = ''
-FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::bigint[], %s::text[])
-     AS t(id, attempt, result, ms, progress)
-WHERE j.id = t.id AND j.status = 'running' AND j.locked_by = %s AND j.attempts = t.attempt
-RETURNING j.id
-"""
+# pqjobs_complete() (migration 0014): planned once per server session. The attempts travel
+# as one JSON document (text the worker writes), not as five arrays: psycopg built arrays
+# element by element in Python, which cost more than the statement.
+_COMPLETE = "SELECT pqjobs_complete(%s, %s::jsonb)"
 
 
 @dataclass(frozen=True)
@@ -420,6 +270,17 @@ class Completion:
     progress_json: str | None = None
 
 
+def _done_entry(c: Completion) -> str:
+    """One attempt in pqjobs_complete()'s argument: [job id, attempt, duration in ms, result,
+    progress, tid]. Results and progress are JSON text the worker has checked; a tid is
+    "(page,item)"."""
+    tid = "null" if c.fence.tid is None else f'"{c.fence.tid}"'
+    return (
+        f"[{c.fence.job_id},{c.fence.attempt},{c.duration_ms},"
+        f"{c.result_json or 'null'},{c.progress_json or 'null'},{tid}]"
+    )
+
+
 def complete_many(alias: str, completions: Sequence[Completion]) -> set[int]:
     """running → done for many attempts of one worker in one statement.
 
@@ -430,18 +291,9 @@ def complete_many(alias: str, completions: Sequence[Completion]) -> set[int]:
     worker_ids = {c.fence.worker_id for c in completions}
     if len(worker_ids) != 1:
         raise ValueError(f"complete_many takes one worker's attempts, got {sorted(worker_ids)}")
+    done = ",".join(_done_entry(c) for c in completions)
     with _cursor(alias) as cursor:
-        cursor.execute(
-            _COMPLETE,
-            [
-                [c.fence.job_id for c in completions],
-                [c.fence.attempt for c in completions],
-                [c.result_json for c in completions],
-                [c.duration_ms for c in completions],
-                [c.progress_json for c in completions],
-                worker_ids.pop(),
-            ],
-        )
+        cursor.execute(_COMPLETE, [worker_ids.pop(), f"[{done}]"])
         return {int(row[0]) for row in cursor.fetchall()}
 
 

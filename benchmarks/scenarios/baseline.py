@@ -6,7 +6,6 @@ import threading
 import time
 
 from django_pqjobs import enqueue_many
-from django_pqjobs.transitions import CLAIM_PLAN, claim_sql
 
 from ..harness import Result, raw_connection, reset_tables
 
@@ -18,16 +17,12 @@ COMPLETE = (
 def drain_with_sql(jobs: int, threads: int, batch: int) -> float:
     reset_tables()
     enqueue_many("tests.noop", [{}] * jobs)
-    claim = claim_sql(filter_queues=False)
+    claim = "SELECT * FROM pqjobs_claim(%(worker)s, %(limit)s)"  # what the worker calls
 
     def loop(n: int) -> None:
         with raw_connection() as conn:
             while True:
-                with conn.transaction():  # the worker's claim: plan pinned, one transaction
-                    conn.execute(CLAIM_PLAN)
-                    rows = conn.execute(
-                        claim, {"limit": batch, "worker": f"baseline-{n}"}
-                    ).fetchall()
+                rows = conn.execute(claim, {"limit": batch, "worker": f"baseline-{n}"}).fetchall()
                 rows = [row for row in rows if row[0] is not None]  # (the held-count row)
                 if not rows:
                     return

@@ -112,6 +112,7 @@ class ClaimBatch:
     jobs: list[Job] = field(default_factory=list)
     undecodable: list[Undecodable] = field(default_factory=list)
     blocked: int = 0  # due jobs flow control held back instead of claiming
+    tids: dict[int, str] = field(default_factory=dict)  # job id -> where its row lies
 
     def __len__(self) -> int:
         return len(self.jobs) + len(self.undecodable)
@@ -130,6 +131,7 @@ def claim_jobs(
     to_datetime = _aware if settings.USE_TZ else _naive
     batch = ClaimBatch(blocked=claimed.blocked)
     for row in claimed.rows:
+        batch.tids[row[0]] = row[35]
         try:
             batch.jobs.append(build_job(row, worker_id, alias, to_datetime))
         except (ValueError, OverflowError, OSError, RecursionError) as exc:

@@ -27,10 +27,10 @@ from ..options import Isolation
 from ..outcomes import Outcome
 from ..registry import JobType, registry
 from ..statuses import Recorded
-from ..transitions import Completion
 from . import hooks
 from .db import drop_connections_closed_by_server
 from .isolation import run_in_child
+from .recorder import completion_of
 from .slots import Slot
 
 
@@ -112,10 +112,7 @@ class Executor:
                 outcome = outcomes.success(slot.job.job_type, result, slot.ctx.progress_json())
                 if not outcome.succeeded:
                     raise _Refused(outcome)
-                completion = Completion(
-                    slot.fence, outcome.result_json, slot.elapsed_ms, outcome.progress_json
-                )
-                if not transitions.complete(self.alias, completion):
+                if not transitions.complete(self.alias, completion_of(slot, outcome)):
                     raise _LostJob()
         except _LostJob:
             return outcome, "lost"

@@ -52,6 +52,11 @@ def retry_delay(job_type: str, attempt: int) -> float:
     return float(policy.delay(attempt))
 
 
+def completion_of(slot: Slot, outcome: Outcome) -> Completion:
+    """The completion that records ``outcome``, a success, as the end of ``slot``'s attempt."""
+    return Completion(slot.fence, outcome.result_json, slot.elapsed_ms, outcome.progress_json)
+
+
 def log_fields(slot: Slot, outcome: str, **more: Any) -> dict[str, Any]:
     """Structured fields of a log record about one attempt (for JSON log handlers)."""
     job = slot.job
@@ -93,10 +98,7 @@ class Recorder:
                 self._write_failure(slot, outcome)
 
     def _write_successes(self, items: list[tuple[Slot, Outcome]]) -> None:
-        completions = [
-            Completion(slot.fence, o.result_json, slot.elapsed_ms, o.progress_json)
-            for slot, o in items
-        ]
+        completions = [completion_of(slot, o) for slot, o in items]
         try:
             done = self._persist(lambda: transitions.complete_many(self.alias, completions))
         except Unrecorded:

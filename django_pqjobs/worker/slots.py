@@ -35,6 +35,7 @@ class Slot:
     fence: Fence
     thread: threading.Thread | None = None
     started: float = field(default_factory=time.monotonic)
+    ended: float | None = None  # when its executor was done with it (see finish)
     deadline: float | None = None
     is_async: bool = False
     state: SlotState = "queued"
@@ -46,7 +47,10 @@ class Slot:
 
     @property
     def elapsed_ms(self) -> int:
-        return int((time.monotonic() - self.started) * 1000)
+        """How long the attempt ran: from its start to the end of its executor's work (or to
+        now), however long its outcome then waits to be recorded."""
+        end = time.monotonic() if self.ended is None else self.ended
+        return int((end - self.started) * 1000)
 
     def enter_handler(self) -> None:
         with self.lock:
@@ -87,6 +91,7 @@ class Slot:
         """Mark the slot done; True if its thread was abandoned meanwhile."""
         with self.lock:
             self.state = "done"
+            self.ended = time.monotonic()
             return self.abandoned
 
 

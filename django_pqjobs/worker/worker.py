@@ -44,9 +44,12 @@ HOLD_BACK_SCAN = 1000  # due jobs looked at per statement when held jobs block t
 # enqueues each wake-up then claims every job that arrived meanwhile, instead of every idle
 # worker racing for each job with a claim of its own (see _coalesce).
 COALESCE_WINDOW = 0.004
-# Stream mode (see _enter_stream): how often a worker claims while jobs keep coming, and how
-# long its claims may come back empty before it goes back to waiting for NOTIFY.
-STREAM_POLL = 0.01
+# Stream mode (see _enter_stream): how far apart the claims of all the workers serving the
+# same queues are while jobs keep coming (each worker claims every STREAM_SPACING times their
+# number, at most every STREAM_PERIOD_MAX), and how long a worker's claims may come back
+# empty before it goes back to waiting for NOTIFY.
+STREAM_SPACING = 0.009
+STREAM_PERIOD_MAX = 0.05
 STREAM_IDLE = 0.25
 
 _STOP = None  # sentinel put on the work queue to stop one executor thread
@@ -143,6 +146,8 @@ class Worker:
         self._stream_found = 0.0  # when a claim in stream mode last found jobs
         self._serving: dict[str, list[str]] = {}  # queue -> live workers that serve it
         self._peers: list[tuple[str, list[str] | None]] = []
+        # (this worker's place, how many) among the live workers sharing a queue with it
+        self._stream_turn = (0, 1)
         self._capacity = threading.Event()
         self._stopping = threading.Event()
         self._give_up_at: float | None = None
@@ -278,7 +283,7 @@ class Worker:
                 # Fewer than asked: nothing else was due. The next NOTIFY (or the poll)
                 # brings us back; claiming again now would only find nothing.
                 if self._streaming:
-                    self._stopping.wait(STREAM_POLL)
+                    self._stopping.wait(self._stream_delay())
                 elif self._wake.wait(self.poll_intervals.delay(0)):
                     self._coalesce()
                 continue
@@ -290,7 +295,7 @@ class Worker:
                 continue
             if self._streaming:
                 if time.monotonic() - self._stream_found < STREAM_IDLE:
-                    self._stopping.wait(STREAM_POLL)
+                    self._stopping.wait(self._stream_delay())
                     continue
                 self._leave_stream()
             delay = self.poll_intervals.delay(empty_streak)
@@ -301,7 +306,8 @@ class Worker:
 
     def _enter_stream(self) -> None:
         """The listener hears a stream of NOTIFY (and has stopped listening): claim every
-        ``STREAM_POLL`` seconds instead, each claim taking what arrived meanwhile.
+        few milliseconds instead, each claim taking what arrived meanwhile (see
+        :meth:`_stream_delay`).
 
         PostgreSQL delivers every notification to every listening connection; under a
         stream of enqueues that delivery, times the workers listening, cost more than
@@ -312,6 +318,22 @@ class Worker:
         self._stream_found = time.monotonic()
         self._streaming = True
         self._wake.set()
+
+    def _stream_delay(self) -> float:
+        """Seconds until this worker's next claim in stream mode.
+
+        The workers that serve the same queues take turns: each claims once per period, at
+        its own offset within it (its place among them, on the wall clock, which hosts
+        share), so together they claim every ``STREAM_SPACING`` seconds. A job waits about
+        half that for a claim, however many workers there are, and the claims, spread
+        evenly, each take every job that arrived since the one before. Workers that all
+        claimed every few milliseconds on their own sent most claims in bunches, each
+        taking a job or two for the full price of a claim and a completion.
+        """
+        place, count = self._stream_turn
+        period = min(STREAM_SPACING * count, STREAM_PERIOD_MAX)
+        offset = period * place / count
+        return period - (time.time() - offset) % period
 
     def _leave_stream(self) -> None:
         self._streaming = False
@@ -335,6 +357,14 @@ class Worker:
         """The live workers and their queues (from the reporting thread)."""
         self._peers = peers
         self._serving = {}
+        mine = None if not self.queues else set(self.queues)
+        sharing = sorted(
+            w
+            for w, queues in peers
+            if w == self.worker_id or mine is None or queues is None or mine & set(queues)
+        )
+        if self.worker_id in sharing:
+            self._stream_turn = (sharing.index(self.worker_id), len(sharing))
 
     def _coalesce(self) -> None:
         """Woken by NOTIFY: claim at once if the last claim was a while ago (an isolated
@@ -386,7 +416,7 @@ class Worker:
 
     def _dispatch(self, batch: ClaimBatch) -> None:
         for job in batch.jobs:
-            slot = self._slot(job)
+            slot = self._slot(job, batch.tids.get(job.id))
             if job.cancel_requested_at is not None:
                 slot.ctx.request_cancel()
             self.in_flight.add(slot)
@@ -395,9 +425,9 @@ class Worker:
         for row in batch.undecodable:
             self._fail_undecodable(row)
 
-    def _slot(self, job: Job) -> Slot:
+    def _slot(self, job: Job, tid: str | None = None) -> Slot:
         ctx = JobContext(job=job, worker_id=self.worker_id, attempt=job.attempts, using=self.alias)
-        return Slot(job=job, ctx=ctx, fence=Fence.of(job))
+        return Slot(job=job, ctx=ctx, fence=Fence.of(job, tid))
 
     def _fail_undecodable(self, row: Undecodable) -> None:
         """A claimed row that could not be read fails at once; the others run."""

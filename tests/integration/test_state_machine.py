@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections, transaction
+from django.core.management import call_command
+from django.db import DatabaseError, connection, connections
 
 from django_pqjobs import Priority, enqueue_job, transitions
 from django_pqjobs.clock import database_now
@@ -79,34 +81,70 @@ def test_concurrent_claims_never_share_a_job():
     assert len(claimed) == len(set(claimed))
 
 
-def _claim_plan(tuned: bool, queues: bool = False, floor: int | None = None) -> str:
-    params: dict = {"limit": 100, "worker": "w"}
-    params |= {"queues": ["default"]} if queues else {}
-    params |= {} if floor is None else {"min_priority": floor}
-    sql = transitions.claim_sql(queues, floor is not None)
-    with transaction.atomic(), connection.cursor() as cursor:
-        # Make an ordered index scan look expensive, as stale statistics do (taken when the
-        # table held few ready jobs): the planner then prefers to read every ready row.
-        cursor.execute("SET LOCAL random_page_cost = 1000")
-        if tuned:
-            cursor.execute(transitions.CLAIM_PLAN)
-        cursor.execute("EXPLAIN " + sql, params)
-        return "\n".join(r[0] for r in cursor.fetchall())
+def _planned_inside(call: Callable[[], object]) -> list[str]:
+    """The plans of the statements that ``call`` runs inside the PL/pgSQL functions
+    (auto_explain), on a fresh connection: the functions plan their statements anew there
+    (once per session), under the settings and statistics of the moment."""
+    connection.close()
+    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        try:
+            cursor.execute("LOAD 'auto_explain'")
+        except DatabaseError:
+            pytest.skip("loading auto_explain needs a superuser")
+        cursor.execute(
+            "SET auto_explain.log_min_duration = 0; "
+            "SET auto_explain.log_nested_statements = on; "
+            "SET auto_explain.log_level = notice; SET client_min_messages = notice"
+        )
+    plans: list[str] = []
+    connection.connection.add_notice_handler(lambda notice: plans.append(notice.message_primary))
+    try:
+        call()
+    finally:
+        connection.close()  # auto_explain stays loaded in that session only
+    return plans
 
 
-def test_claim_walks_the_claim_index_in_order_whatever_the_estimates():
+def _plan_of(plans: list[str], marker: str) -> str:
+    found = [plan for plan in plans if marker in plan]
+    assert found, f"no statement with {marker!r} among {plans}"
+    return found[0]
+
+
+PICK = "FOR UPDATE SKIP LOCKED"
+CLAIM_BY_TID = "WHERE j.ctid = ANY(picked)"
+COMPLETE_BY_TID = "WHERE j.ctid = ANY(tids)"
+
+
+def _a_table_the_statistics_call_empty() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE pqjobs_job")  # empty: what a new project's statistics say
     Job.objects.bulk_create(
         [Job(job_type="t", status="done", payload={}) for _ in range(2000)]
-        + [Job(job_type="t", payload={}) for _ in range(3000)]
+        + [Job(job_type="t", payload={}, priority=n % 100) for n in range(3000)]
     )
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE pqjobs_job")
-    untuned = _claim_plan(tuned=False)
-    assert "Bitmap Heap Scan" in untuned or "Seq Scan" in untuned  # what CLAIM_PLAN prevents
-    for queues in (False, True):
-        plan = _claim_plan(tuned=True, queues=queues)
-        assert "Index Scan using pqjobs_job_claim" in plan, plan
-        assert "Bitmap" not in plan and "Seq Scan" not in plan, plan
+
+
+@pytest.mark.parametrize("queues", [None, ["default"]])
+def test_claim_plans_hold_whatever_the_statistics(queues):
+    """pqjobs_claim() plans its statements once per session: they must be the right plans
+    whatever the statistics said then (here: an empty table that has since filled, and index
+    scans made to look expensive): the claim index read in order, and the claimed rows
+    updated where they lie."""
+    _a_table_the_statistics_call_empty()
+
+    def claim() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SET random_page_cost = 1000")
+        assert len(claim_jobs(DB, "w", queues, 10).jobs) == 10
+
+    plans = _planned_inside(claim)
+    pick = _plan_of(plans, PICK)
+    assert "Index Scan using pqjobs_job_claim" in pick, pick
+    assert not any(word in pick for word in ("Sort", "Seq Scan", "Bitmap")), pick
+    update = _plan_of(plans, CLAIM_BY_TID)
+    assert "Tid Scan" in update and "Index" not in update, update
 
 
 def test_claim_with_a_priority_floor_takes_only_jobs_at_or_above_it():
@@ -127,20 +165,54 @@ def test_claim_with_a_priority_floor_takes_only_jobs_at_or_above_it():
 def test_the_priority_floor_is_served_by_the_claim_index():
     """The floor bounds the scan of pqjobs_job_claim: it reads only the ready jobs at or
     above it, in order, however many lower ones wait."""
-    Job.objects.bulk_create(
-        [Job(job_type="t", status="done", payload={}) for _ in range(2000)]
-        + [Job(job_type="t", payload={}, priority=n % 100) for n in range(3000)]
+    _a_table_the_statistics_call_empty()
+    plans = _planned_inside(lambda: claim_jobs(DB, "w", ["default"], 10, 90))
+    pick = _plan_of(plans, PICK)
+    # The floor is an index condition (where the scan starts and stops), not a filter over
+    # rows already read, and the rows come in claim order (no sort).
+    assert "Index Scan using pqjobs_job_claim" in pick, pick
+    assert re.search(r"Index Cond: \(+priority >= ", pick), pick
+    assert not any(word in pick for word in ("Sort", "Seq Scan", "Bitmap")), pick
+
+
+def test_completion_plans_hold_whatever_the_statistics():
+    _a_table_the_statistics_call_empty()
+
+    def claim_and_complete() -> None:
+        batch = claim_jobs(DB, "w", None, 10)
+        fences = [Fence.of(job, batch.tids[job.id]) for job in batch.jobs]
+        done = transitions.complete_many(DB, [Completion(f, None, 1) for f in fences])
+        assert done == {f.job_id for f in fences}
+
+    update = _plan_of(_planned_inside(claim_and_complete), COMPLETE_BY_TID)
+    assert "Tid Scan" in update and "Index" not in update, update
+
+
+def test_a_completion_finds_its_row_where_the_claim_left_it_or_by_id():
+    ids = [enqueue_job("t") for _ in range(4)]
+    batch = claim_jobs(DB, "w", None, 4)
+    fences = [Fence.of(job, batch.tids[job.id]) for job in batch.jobs]
+    assert [f.job_id for f in fences] == ids and all(f.tid for f in fences)
+    # The second row moved since its claim (a heartbeat wrote a new version of it); the
+    # third was rescued and claimed again elsewhere (its outcome is fenced off); the fourth
+    # comes with the place of another job's row.
+    Job.objects.filter(pk=ids[1]).update(heartbeat_at=database_now(DB))
+    Job.objects.filter(pk=ids[2]).update(attempts=5)
+    elsewhere = Fence(ids[3], "w", fences[3].attempt, tid=fences[0].tid)
+    done = transitions.complete_many(
+        DB, [Completion(f, '{"n": 1}', 3) for f in (fences[1], fences[2], elsewhere)]
     )
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE pqjobs_job")
-    for queues in (False, True):
-        plan = _claim_plan(tuned=True, queues=queues, floor=90)
-        picking = plan[plan.index("CTE picked") : plan.index("CTE numbered")]
-        # The floor is an index condition (where the scan starts and stops), not a filter
-        # over rows already read, and the rows come in claim order (no sort).
-        assert "Index Scan using pqjobs_job_claim" in picking, plan
-        assert re.search(r"Index Cond: \(+priority >= 90\)", picking), plan
-        assert "Bitmap" not in plan and "Seq Scan" not in plan and "Sort" not in picking, plan
+    assert done == {ids[1], ids[3]}
+    assert dict(Job.objects.values_list("pk", "status")) == {
+        ids[0]: "running",  # its place was named, but with another job's fence
+        ids[1]: "done",
+        ids[2]: "running",
+        ids[3]: "done",
+    }
+    assert Job.objects.get(pk=ids[1]).result == {"n": 1}
+    # and without a place at all (an atomic job's completion): by id
+    only = transitions.complete_many(DB, [Completion(Fence.of(batch.jobs[0]), None, 1)])
+    assert only == {ids[0]}
 
 
 def test_complete_stores_result_and_duration():
@@ -564,3 +636,28 @@ def test_completion_clears_the_error_of_earlier_attempts():
     row = Job.objects.get(pk=job_id)
     assert (row.status, row.last_error, row.error_type) == ("done", "", "")
     assert JobAttempt.objects.get(job_id=job_id).traceback == "boom"  # the history keeps it
+
+
+def test_claim_functions_migration_reverses_and_reapplies():
+    def functions() -> tuple[bool, bool, str]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT to_regproc('pqjobs_claim') IS NOT NULL, "
+                "to_regproc('pqjobs_complete') IS NOT NULL, "
+                "(SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
+                " WHERE p.proname = 'pqjobs_anyone_listens')"
+            )
+            return cursor.fetchone()
+
+    assert functions() == (True, True, "plpgsql")
+    try:
+        call_command("migrate", "django_pqjobs", "0013", verbosity=0)
+        assert functions() == (False, False, "sql")
+    finally:
+        call_command("migrate", "django_pqjobs", verbosity=0)
+    assert functions() == (True, True, "plpgsql")
+    job_id = enqueue_job("t")
+    batch = claim_jobs(DB, "w", None, 5)
+    assert [job.id for job in batch.jobs] == [job_id]
+    fence = Fence.of(batch.jobs[0], batch.tids[job_id])
+    assert transitions.complete_many(DB, [Completion(fence, None, 1)]) == {job_id}

@@ -10,6 +10,8 @@ import pytest
 from django_pqjobs import enqueue_job
 from django_pqjobs.models import Job
 from django_pqjobs.policies import make_delays
+from django_pqjobs.worker import worker as worker_module
+from django_pqjobs.worker.worker import Worker
 from tests.helpers import wait_for, wait_status
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -55,3 +57,30 @@ def test_each_notification_wakes_its_designated_worker_at_once(worker_factory):
         time.sleep(0.05)
     ran_by = set(Job.objects.filter(queue="w").values_list("locked_by", flat=True))
     assert ran_by <= {"wake-a", "wake-b"}
+
+
+def test_workers_in_a_stream_take_turns_claiming(monkeypatch):
+    """In stream mode the workers serving the same queues claim at evenly spaced moments:
+    together every STREAM_SPACING seconds, each every STREAM_SPACING times their number."""
+    names = ["turn-b", "turn-a", "turn-c"]
+    peers: list[tuple[str, list[str] | None]] = [(n, ["q"]) for n in names]
+    peers.append(("turn-elsewhere", ["other"]))  # serves another queue: not in the turns
+    workers = [Worker(worker_id=name, queues=["q"]) for name in names]
+    now = 1_732_500_000.123
+    monkeypatch.setattr(worker_module.time, "time", lambda: now)
+    alone = workers[0]._stream_delay()  # before its peers are known: on its own
+    assert 0 < alone <= worker_module.STREAM_SPACING
+    for worker in workers:
+        worker._set_peers(peers)
+    assert [w._stream_turn for w in workers] == [(1, 3), (0, 3), (2, 3)]
+    period = 3 * worker_module.STREAM_SPACING
+    for worker in workers:
+        place, _ = worker._stream_turn
+        delay = worker._stream_delay()
+        assert 0 < delay <= period
+        # its next claim falls at its own offset within the period: place * period / 3
+        cycles = (now + delay - place * period / 3) / period
+        assert (cycles - round(cycles)) * period == pytest.approx(0, abs=1e-6)
+    many = Worker(worker_id="turn-m", queues=["q"])
+    many._set_peers([(f"turn-{n:02}", None) for n in range(30)] + [("turn-m", ["q"])])
+    assert 0 < many._stream_delay() <= worker_module.STREAM_PERIOD_MAX  # capped
