@@ -70,7 +70,8 @@ class Fence:
 
 # --- claim: ready → running ------------------------------------------------------------
 
-# What a claim returns per job, in this order (``worker/claiming.py`` builds the Job).
+# What a claim returns per job, in this order: the output of pqjobs_claim() (migration 0014
+# writes the same list), from which ``worker/claiming.py`` builds the Job.
 # Timestamps travel as epoch seconds: Django's timestamptz loader is pure Python and cost
 # more per claimed job than everything else in the claim. A float8 holds today's epoch to
 # a quarter of a microsecond, so the datetimes are exact. JSON travels as text, decoded
@@ -128,7 +129,7 @@ CLAIM_PLAN = (
 )
 # The claim is the PL/pgSQL function pqjobs_claim() (migration 0014): its plans are made
 # once per server session instead of on every claim, and with no flow control in play it
-# claims the jobs it locked with one UPDATE by primary key.
+# claims the jobs it locked where they lie (by TID).
 _CLAIM = "SELECT * FROM pqjobs_claim(%s, %s::integer, %s::text[], %s::integer)"
 
 
