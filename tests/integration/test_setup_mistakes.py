@@ -94,7 +94,9 @@ def test_run_jobs_stops_with_one_line_when_migrations_are_not_applied():
         with pytest.raises(CommandError) as caught:
             call_command("run_jobs", "--burst", verbosity=0)
         raise RolledBack
-    unapplied = ", ".join(f"django_pqjobs.{name}" for name in _app_migrations_from("0011"))
+    names = [f"django_pqjobs.{name}" for name in _app_migrations_from("0011")]
+    assert len(names) > 3  # the line names the first three and counts the rest
+    unapplied = ", ".join(names[:3]) + f" and {len(names) - 3} more"
     assert str(caught.value) == (
         "the job tables of database 'default' are missing or out of date (not applied: "
         f"{unapplied}): run `manage.py migrate` first"
