@@ -24,6 +24,7 @@ management commands and the public operations.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -273,13 +274,17 @@ class Completion:
 
 def _done_entry(c: Completion) -> str:
     """One attempt in pqjobs_complete()'s argument: [job id, attempt, duration in ms, result,
-    progress, tid]. Results and progress are JSON text the worker has checked; a tid is
-    "(page,item)"."""
-    tid = "null" if c.fence.tid is None else f'"{c.fence.tid}"'
+    progress, tid]. The result and progress (JSON text the worker has checked) travel as JSON
+    strings, so that whatever they hold, they cannot change the document around them; a tid
+    is "(page,item)"."""
     return (
-        f"[{c.fence.job_id},{c.fence.attempt},{c.duration_ms},"
-        f"{c.result_json or 'null'},{c.progress_json or 'null'},{tid}]"
+        f"[{c.fence.job_id},{c.fence.attempt},{c.duration_ms},{_json_string(c.result_json)},"
+        f"{_json_string(c.progress_json)},{_json_string(c.fence.tid)}]"
     )
+
+
+def _json_string(text: str | None) -> str:
+    return "null" if text is None else json.dumps(text)
 
 
 def complete_many(alias: str, completions: Sequence[Completion]) -> set[int]:

@@ -12,9 +12,10 @@ of the server session (invisible to PgBouncer in transaction mode, like
 A plan made once has to suit the table however it changes, and the statistics of a queue
 table are often those of an empty one. So the plans are pinned: the claim walks the claim
 index in order (bitmap and sequential scans off), and the rows it claims, and later the
-rows their successes are recorded on, are updated where they lie, by TID (index scans off
-for that statement). A plan by primary key, made while the statistics said the table was
-empty, read a whole index per call once the table had grown.
+rows their successes are recorded on, are updated where they lie, by TID (statements to
+which no index applies). A plan by primary key, made while the statistics said the table
+was empty, read a whole index per call once the table had grown. Index scans stay on: the
+triggers these statements fire run under the same settings and need their indexes.
 
 ``pqjobs_claim()`` locks the next due jobs (``FOR UPDATE SKIP LOCKED``, in claim order).
 When none has a concurrency key or a rate key and nothing is paused (the usual case), it
@@ -196,9 +197,11 @@ FULL = """
         ORDER BY priority DESC, run_after, id
 """
 
-COMPLETED = """status = 'done', result = NULLIF(t.e -> 3, 'null'), finished_at = now(),
+# The result and progress come as JSON text inside a JSON string, so that no value can change
+# the shape of the document (it is read as jsonb here, and refused here if jsonb refuses it).
+COMPLETED = """status = 'done', result = (t.e ->> 3)::jsonb, finished_at = now(),
                 duration_ms = (t.e ->> 2)::bigint, heartbeat_at = NULL, updated_at = now(),
-                progress = COALESCE(NULLIF(t.e -> 4, 'null'), j.progress),
+                progress = COALESCE((t.e ->> 4)::jsonb, j.progress),
                 -- the attempt history keeps every error; a done job does not look failed
                 last_error = '', error_type = ''"""
 
@@ -219,7 +222,6 @@ VOLATILE
 -- row costs milliseconds per claim with 20,000 ready jobs, seconds with millions.
 SET enable_bitmapscan = off
 SET enable_seqscan = off
-SET enable_indexscan = on  -- turned off below for one statement; restored on return
 SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
@@ -253,11 +255,11 @@ BEGIN
         RETURN;
     END IF;
     -- The usual claim. The picked rows are locked by this transaction, so they are still
-    -- where the scan found them: claimed there, by a TID scan, the one plan left once index
-    -- scans are off. Planned once per session (force_generic_plan), it must not depend on
-    -- the planner's statistics, which for a queue table are often those of an empty table:
-    -- by primary key, the plan made then read a whole index once the table had grown.
-    PERFORM set_config('enable_indexscan', 'off', true);
+    -- where the scan found them: claimed there, by a TID scan, the one plan left (no index
+    -- applies to the statement, sequential scans are off). Planned once per session, it must
+    -- not depend on the planner's statistics, which for a queue table are often those of an
+    -- empty table: by primary key, the plan made then read a whole index once the table had
+    -- grown. (Planner settings are left alone: triggers run under them too.)
     RETURN QUERY
         WITH claimed AS (
             UPDATE pqjobs_job AS j
@@ -273,25 +275,28 @@ END
 $$;
 
 -- running → done for one worker's attempts. p_done holds one array per attempt: [job id,
--- attempt, duration in ms, result, progress (JSON null: none), where its row lay when
--- claimed (a tid as text, or null)]. Returns the ids written; an attempt that is no longer
+-- attempt, duration in ms, result, progress (each JSON text in a string, or null: none),
+-- where its row lay when claimed (a tid as text, or null)]. Returns the ids written; an attempt that is no longer
 -- this worker's is left as it is.
 CREATE FUNCTION pqjobs_complete(p_worker text, p_done jsonb) RETURNS SETOF bigint
 LANGUAGE plpgsql
 VOLATILE
 SET enable_bitmapscan = off
 SET enable_seqscan = off
-SET enable_indexscan = off  -- turned on below for the rows that moved; restored on return
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     tids tid[];
     written bigint[];
     ids bigint[];
+    -- A variable, not the literal, and the id compared with IS NOT DISTINCT FROM: no index
+    -- applies to the statement below (neither the partial index of running jobs nor the
+    -- primary key), so its one plan is a TID scan, whatever the planner's statistics say.
+    -- Planner settings are left alone: the triggers a completion fires (a concurrency slot
+    -- given back, the next blocked job released) run under them and need their indexes.
+    running text := 'running';
 BEGIN
-    -- Most rows are still where their claim left them: found there by a TID scan (the one
-    -- plan left with index and sequential scans off), whatever the planner's statistics
-    -- say about the table.
+    -- Most rows are still where their claim left them.
     SELECT array_agg((e ->> 5)::tid) INTO tids
     FROM jsonb_array_elements(p_done) AS e WHERE e ->> 5 IS NOT NULL;
     IF tids IS NOT NULL THEN
@@ -299,7 +304,8 @@ BEGIN
             UPDATE pqjobs_job AS j
             SET {COMPLETED}
             FROM jsonb_array_elements(p_done) AS t(e)
-            WHERE j.ctid = ANY(tids) AND j.id = (t.e ->> 0)::bigint AND j.status = 'running'
+            WHERE j.ctid = ANY(tids) AND j.ctid = (t.e ->> 5)::tid
+              AND j.id IS NOT DISTINCT FROM (t.e ->> 0)::bigint AND j.status = running
               AND j.locked_by = p_worker AND j.attempts = (t.e ->> 1)::integer
             RETURNING j.id
         )
@@ -311,7 +317,6 @@ BEGIN
         -- lie elsewhere, and attempts may come without a place (atomic jobs). Planned for
         -- the ids at hand (EXECUTE).
         SELECT array_agg((e ->> 0)::bigint) INTO ids FROM jsonb_array_elements(p_done) AS e;
-        PERFORM set_config('enable_indexscan', 'on', true);
         RETURN QUERY EXECUTE $rest$
             UPDATE pqjobs_job AS j
             SET {COMPLETED}

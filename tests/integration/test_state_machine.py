@@ -661,3 +661,42 @@ def test_claim_functions_migration_reverses_and_reapplies():
     assert [job.id for job in batch.jobs] == [job_id]
     fence = Fence.of(batch.jobs[0], batch.tids[job_id])
     assert transitions.complete_many(DB, [Completion(fence, None, 1)]) == {job_id}
+
+
+def test_a_result_cannot_change_the_completion_around_it():
+    """Results travel inside the completion's JSON document as strings: a result text that
+    is not one JSON value is refused by the database, and no other job is touched."""
+    target, bystander = enqueue_job("t"), enqueue_job("t")
+    batch = claim_jobs(DB, "w", None, 2)
+    fences = {job.id: Fence.of(job, batch.tids[job.id]) for job in batch.jobs}
+    breakout = f"1],[{bystander},{fences[bystander].attempt},1,null,null,null"
+    with pytest.raises(DatabaseError, match="json"):
+        transitions.complete_many(DB, [Completion(fences[target], breakout, 1)])
+    assert dict(Job.objects.values_list("pk", "status")) == {
+        target: "running",
+        bystander: "running",
+    }
+
+
+def test_triggers_fired_by_a_completion_keep_their_indexes():
+    """A completion of a job under a concurrency limit gives its slot back and releases the
+    next blocked job of its key, in triggers that run under the completion's planner
+    settings: they must still find that job through its index, not by reading the table
+    (which the statistics of an empty table would make look cheap)."""
+    _a_table_the_statistics_call_empty()
+    first, *waiting = (
+        enqueue_job("tests.limited", {"k": "x", "seconds": 0}, queue="limits") for _ in range(3)
+    )
+    batch = claim_jobs(DB, "w", ["limits"], 3)
+    assert [job.id for job in batch.jobs] == [first] and batch.blocked == 2
+
+    def complete() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SET random_page_cost = 1000")  # index scans look expensive
+        fence = Fence.of(batch.jobs[0], batch.tids[first])
+        assert transitions.complete_many(DB, [Completion(fence, None, 1)]) == {first}
+
+    release = _plan_of(_planned_inside(complete), "blocked_by = 'limit'")
+    assert "Index Scan using pqjobs_job_blocked_key" in release, release
+    assert "Seq Scan" not in release, release
+    assert Job.objects.get(pk=waiting[0]).status == "ready"
