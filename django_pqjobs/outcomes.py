@@ -73,10 +73,16 @@ class ResultNotSerializable(PermanentError):
     """The handler returned a value that cannot be stored as JSON (retrying won't help)."""
 
 
-def success(job_type: str, result: Any, progress_json: str | None = None) -> Outcome:
+def success(
+    job_type: str,
+    result: Any,
+    progress_json: str | None = None,
+    result_max_bytes: int | None = None,
+) -> Outcome:
     """The outcome of a handler that returned ``result``.
 
     A result the database cannot store fails the attempt for good, with the reason.
+    ``result_max_bytes``: ``PQJOBS['RESULT_MAX_BYTES']`` when not given.
     """
     if result is None:
         return Outcome(progress_json=progress_json)
@@ -84,7 +90,7 @@ def success(job_type: str, result: Any, progress_json: str | None = None) -> Out
         result_json = to_json(
             result,
             f"the result of job type {job_type!r}",
-            conf.RESULT_MAX_BYTES,
+            conf.RESULT_MAX_BYTES if result_max_bytes is None else result_max_bytes,
             "PQJOBS['RESULT_MAX_BYTES']",
         )
     except PayloadError as exc:

@@ -131,7 +131,7 @@ class _Runner:
 
         class InProcessExecutor(Executor):
             def _run_isolated(self, slot: Any, job_type: Any) -> Outcome:
-                return self._run_in_thread(slot, job_type)
+                return self._run_in_thread(slot, job_type, slot.settings)
 
         self.alias = alias
         self.executor = InProcessExecutor(alias, "thread", lambda slot: None)

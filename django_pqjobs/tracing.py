@@ -12,7 +12,7 @@ provider configured by the project (the OpenTelemetry SDK, or a distro's auto-se
 
 Cost: ``opentelemetry`` is imported once, on first use; when it is not installed, or no
 tracer provider is configured (the API's default no-op provider), no span is started and
-no context is stored: one cached check per enqueue and per attempt.
+no context is stored: one cached check per enqueue, and per claimed batch of attempts.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ _api: SimpleNamespace | None = None
 _api_loaded = False
 _provider: Any = None
 _tracer: Any = None
+_ASK = object()  # attempt_span(): look the tracer up
 
 
 def _load_api() -> SimpleNamespace | None:
@@ -126,10 +127,12 @@ def enqueue_span(job_type: str, queue: str, count: int = 1) -> EnqueueSpan | Non
     return EnqueueSpan(span)
 
 
-def attempt_span(job: Job) -> _Span | None:
+def attempt_span(job: Job, found: Any = _ASK) -> _Span | None:
     """Start the span of one attempt of ``job``, a child of the context stored when it was
-    enqueued; None when tracing is not in use."""
-    found = tracer()
+    enqueued; None when tracing is not in use. ``found``: the :func:`tracer` if the caller
+    already asked for it."""
+    if found is _ASK:
+        found = tracer()
     if found is None:
         return None
     api = _load_api()

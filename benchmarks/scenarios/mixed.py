@@ -6,7 +6,11 @@ both at once first in even ones): the N enqueuers alone, then the same enqueuers
 M workers (``run_jobs --concurrency 4``, default verbosity) run what they enqueue. This
 machine's speed drifts by ±30 % over minutes, so each round's mixed rate is compared with
 the enqueuers alone in the same round, and the figure is the median of the rounds' ratios.
-Beside them, once: the M workers alone (``--burst``) on a backlog of the same size.
+Beside them, once: the M workers alone (``--burst``) on a backlog of the same size. And in
+each round a third phase, the floor: the same enqueuers while M processes of
+``benchmarks.floor_worker`` (the claim and completion statements in a loop, in the same
+turns, nothing else) stand in for ``run_jobs``: how close the state machine itself lets a
+worker come to the target on this machine.
 
 The mixed rate is jobs / (last finished - first enqueued), on the database clock; latency is
 enqueue (``created_at``) to handler start (the handler returns ``time.time()``). Target: the
@@ -67,13 +71,32 @@ def drain_alone(jobs: int) -> float:
     return float(rate or 0)
 
 
-def mixed(seconds: float) -> tuple[float, list[float], list[float], int]:
+def floor_process(place: int) -> subprocess.Popen:
+    command = [sys.executable, "-m", "benchmarks.floor_worker", str(place), str(WORKERS)]
+    return subprocess.Popen(command, cwd=ROOT)
+
+
+def stopped(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(5)
+
+
+def mixed(seconds: float, floor: bool = False) -> tuple[float, list[float], list[float], int]:
     reset_tables()
     with ExitStack() as stack:
-        for _ in range(WORKERS):
-            stack.enter_context(worker_process("--concurrency", "4"))
-        wait_until(lambda: sql("SELECT count(*) FROM pqjobs_worker")[0][0] >= WORKERS, 60)
-        time.sleep(2)  # every listener is listening
+        if floor:
+            for place in range(WORKERS):
+                stack.callback(stopped, floor_process(place))
+            time.sleep(2)  # connected and taking turns
+        else:
+            for _ in range(WORKERS):
+                stack.enter_context(worker_process("--concurrency", "4"))
+            wait_until(lambda: sql("SELECT count(*) FROM pqjobs_worker")[0][0] >= WORKERS, 60)
+            time.sleep(2)  # every listener is listening
         total = counts(enqueue_for(seconds, ENQUEUERS))
         wait_until(
             lambda: sql("SELECT count(*) FROM pqjobs_job WHERE status = 'done'")[0][0] >= total,
@@ -100,12 +123,17 @@ def run(quick: bool) -> list[Result]:
     p50s: list[float] = []
     p99s: list[float] = []
     claim_p50s: list[float] = []
+    floor_ratios: list[float] = []
+    floor_p50s: list[float] = []
     lost = 0
     for n in range(rounds):
-        phases = ("alone", "mixed") if n % 2 == 0 else ("mixed", "alone")
+        phases = ("alone", "mixed", "floor") if n % 2 == 0 else ("floor", "mixed", "alone")
         for phase in phases:
             if phase == "alone":
                 alone = enqueue_alone(seconds)
+            elif phase == "floor":
+                floor_rate, floor_latency, _, _ = mixed(seconds, floor=True)
+                floor_p50s.append(percentile(floor_latency, 50) if floor_latency else float("inf"))
             else:
                 rate, latency, claim, total = mixed(seconds)
                 lost += total - len(latency)
@@ -115,6 +143,7 @@ def run(quick: bool) -> list[Result]:
         alone_rates.append(alone)
         mixed_rates.append(rate)
         ratios.append(rate / alone)
+        floor_ratios.append(floor_rate / alone)
     alone_drain = drain_alone(int(statistics.median(alone_rates) * seconds))
     ratio = statistics.median(ratios)
     p50 = statistics.median(p50s)
@@ -146,4 +175,15 @@ def run(quick: bool) -> list[Result]:
             {"ratios": ratios, "p50_ms": p50s, "p99_ms": p99s, "lost": lost},
         ),
         Result("mixed: latency enqueue -> handler start p50", p50, "ms", "< 10", p50 < 10),
+        Result(
+            "mixed: the floor (benchmarks.floor_worker in place of run_jobs), share of alone",
+            statistics.median(floor_ratios) * 100,
+            "%",
+            "-",
+            None,
+            "per round "
+            + ", ".join(f"{r:.0%}" for r in floor_ratios)
+            + f"; p50 {statistics.median(floor_p50s):.1f} ms",
+            {"ratios": floor_ratios, "p50_ms": floor_p50s},
+        ),
     ]

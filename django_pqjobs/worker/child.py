@@ -19,7 +19,7 @@ from .. import outcomes
 from ..context import JobContext
 from ..outcomes import Outcome
 from ..registry import registry
-from . import hooks
+from .hooks import Hooks
 
 
 def child_main(
@@ -58,6 +58,7 @@ def _run(job: Any, ctx: JobContext) -> Outcome:
     job_type = registry.resolve(job.job_type)
     if job_type is None:
         return outcomes.unknown_type(job.job_type)
+    hooks = Hooks.configured()
     error: BaseException | None = None
     try:
         hooks.pre_execute(job)

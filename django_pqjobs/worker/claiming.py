@@ -35,6 +35,21 @@ def _naive(epoch: float | None) -> datetime | None:
     return None if epoch is None else timezone.make_naive(datetime.fromtimestamp(epoch, UTC))
 
 
+def _once_per_value(convert: ToDatetime) -> ToDatetime:
+    """``convert``, computed once per distinct value: the rows of one claim share their
+    claim time, and jobs enqueued to run now have equal creation and run times."""
+    seen: dict[float | None, datetime | None] = {None: None}
+
+    def converted(epoch: float | None) -> datetime | None:
+        try:
+            return seen[epoch]
+        except KeyError:
+            value = seen[epoch] = convert(epoch)
+            return value
+
+    return converted
+
+
 def _json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
@@ -128,7 +143,7 @@ def claim_jobs(
     """Claim up to ``limit`` due jobs (of at least ``min_priority``) and build them;
     undecodable rows come back apart."""
     claimed = transitions.claim(alias, worker_id, queues, limit, min_priority)
-    to_datetime = _aware if settings.USE_TZ else _naive
+    to_datetime = _once_per_value(_aware if settings.USE_TZ else _naive)
     batch = ClaimBatch(blocked=claimed.blocked)
     for row in claimed.rows:
         batch.tids[row[0]] = row[35]

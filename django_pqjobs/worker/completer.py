@@ -9,16 +9,21 @@ that loses nothing: the job is still ``running`` and will be rescued.
 
 Executors also report when a handler *starts*. Those starts are written here too, so that
 a rescue can tell a job the worker had claimed ahead but never run (its attempt is given
-back) from one whose handler ran. A short job's start is never written: its outcome
-arrives in the same batch and says more.
+back) from one whose handler ran. A start is written once its handler has run for
+``START_MARK_DELAY``: most jobs end sooner, and their outcome says more. Writing every start
+at once cost a statement per claimed batch, and moved each row away from where the
+completion looks for it first. A worker killed within that delay of a start gives the
+attempt back, as for a job it never started (at most ``GIVE_BACK_LIMIT`` times per job,
+see ``transitions.rescue``).
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import threading
-from typing import Literal
+import time
 
 from django.db import DatabaseError, connections
 
@@ -31,23 +36,28 @@ from .slots import Slot
 logger = logging.getLogger("django_pqjobs")
 
 MAX_BATCH = 500
+START_MARK_DELAY = 0.1  # seconds a handler runs before its start is written
 
-_Item = tuple[Literal["started"], Slot, None] | tuple[Literal["outcome"], Slot, Outcome]
+_Item = tuple[Slot, Outcome]
 
 
 class Completer(threading.Thread):
     def __init__(self, recorder: Recorder) -> None:
         super().__init__(name="pqjobs-completer", daemon=True)
         self.recorder = recorder
-        self._queue: queue.Queue[_Item | None] = queue.Queue()
+        # SimpleQueue for the reason given at Worker._work: an item per job comes here.
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        # Handlers that started, in the order they did: appended by the executors without
+        # waking this thread, which looks at them at least every START_MARK_DELAY.
+        self._starts: collections.deque[Slot] = collections.deque()
 
     def submit(self, slot: Slot, outcome: Outcome) -> None:
         """Record ``outcome`` as the end of ``slot``'s attempt."""
-        self._queue.put(("outcome", slot, outcome))
+        self._queue.put((slot, outcome))
 
     def started(self, slot: Slot) -> None:
         """``slot``'s handler has started."""
-        self._queue.put(("started", slot, None))
+        self._starts.append(slot)
 
     def stop(self) -> None:
         """Write what is queued, then end the thread."""
@@ -58,47 +68,66 @@ class Completer(threading.Thread):
             stopping = False
             while not stopping:
                 items: list[_Item] = []
-                item = self._queue.get()
-                while True:
-                    if item is None:
-                        stopping = True
-                        break
-                    items.append(item)
-                    if len(items) >= MAX_BATCH:
-                        break
-                    try:
-                        item = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                self._handle(items)
+                try:
+                    first = self._queue.get(timeout=self._until_next_start())
+                except queue.Empty:
+                    pass  # nothing came: only starts may be due
+                else:
+                    stopping = self._take(first, items)
+                if items:
+                    self._write(items)
+                self._mark_started(time.monotonic())
         finally:
             connections.close_all()
 
-    def _handle(self, items: list[_Item]) -> None:
-        outcomes = [(slot, outcome) for kind, slot, outcome in items if outcome is not None]
-        ending = {id(slot) for slot, _ in outcomes}
-        starts = [
-            slot
-            for kind, slot, _ in items
-            if kind == "started" and id(slot) not in ending and slot.state != "done"
-        ]
-        if starts:
-            self._mark_started(starts)
-        if outcomes:
+    def _take(self, item: _Item | None, items: list[_Item]) -> bool:
+        """Add ``item`` and whatever else waits to ``items`` (up to MAX_BATCH); True if
+        the thread was asked to stop."""
+        while item is not None:
+            items.append(item)
+            if len(items) >= MAX_BATCH:
+                return False
             try:
-                self.recorder.write(outcomes)
-            except Exception:
-                # A bug, not the database (the recorder retries that itself): free the
-                # slots so the worker goes on; the jobs stay running until rescued.
-                logger.exception("could not record %s job outcomes", len(outcomes))
-                for slot, outcome in outcomes:
-                    self.recorder.report(slot, outcome, "unrecorded")
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return False
+        return True
 
-    def _mark_started(self, slots: list[Slot]) -> None:
+    def _until_next_start(self) -> float:
+        """Seconds until the oldest start waiting here is due (or START_MARK_DELAY)."""
         try:
-            transitions.mark_started(self.recorder.alias, [slot.fence for slot in slots])
+            oldest = self._starts[0]
+        except IndexError:
+            return START_MARK_DELAY
+        return max(0.0, oldest.started + START_MARK_DELAY - time.monotonic())
+
+    def _write(self, items: list[_Item]) -> None:
+        try:
+            self.recorder.write(items)
+        except Exception:
+            # A bug, not the database (the recorder retries that itself): free the slots
+            # so the worker goes on; the jobs stay running until rescued.
+            logger.exception("could not record %s job outcomes", len(items))
+            for slot, outcome in items:
+                self.recorder.report(slot, outcome, "unrecorded")
+
+    def _mark_started(self, now: float) -> None:
+        """Write the starts of the handlers that have run ``START_MARK_DELAY`` and go on."""
+        due: list[Slot] = []
+        starts = self._starts
+        while starts:
+            slot = starts[0]
+            if slot.state != "done" and slot.started + START_MARK_DELAY > now:
+                break
+            starts.popleft()
+            if slot.state != "done":
+                due.append(slot)
+        if not due:
+            return
+        try:
+            transitions.mark_started(self.recorder.alias, [slot.fence for slot in due])
         except DatabaseError:
             # Not worth waiting for: at worst a job whose worker then dies is given its
             # attempt back on rescue.
             reset_connection(self.recorder.alias)
-            logger.debug("could not record that %s handlers started", len(slots), exc_info=True)
+            logger.debug("could not record that %s handlers started", len(due), exc_info=True)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import outcomes, signals, tracing, transitions
 from ..errors import JobCancelled, JobTimeout
@@ -27,10 +28,10 @@ from ..options import Isolation
 from ..outcomes import Outcome
 from ..registry import JobType, registry
 from ..statuses import Recorded
-from . import hooks
-from .db import drop_connections_closed_by_server
+from .db import drop_connections_closed_by_server, thread_connections
 from .isolation import run_in_child
 from .recorder import completion_of
+from .run_settings import RunSettings
 from .slots import Slot
 
 
@@ -54,6 +55,7 @@ class Executor:
         self.isolation = isolation
         self.on_start = on_start
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._connections: list[BaseDatabaseWrapper] | None = None  # made in the thread
 
     def close(self) -> None:
         if self._loop is not None:
@@ -63,53 +65,63 @@ class Executor:
     def run(self, slot: Slot) -> tuple[Outcome, Recorded | None]:
         """Run the job. Returns its outcome, and the status it was already recorded with
         (atomic jobs record their completion themselves) or None."""
-        span = tracing.attempt_span(slot.job)
+        if slot.settings is None:
+            slot.settings = RunSettings.read()
+        span = tracing.attempt_span(slot.job, slot.settings.tracer)
         if span is None:
-            return self._run(slot)
+            return self._run(slot, slot.settings)
         with span:
-            outcome, recorded = self._run(slot)
+            outcome, recorded = self._run(slot, slot.settings)
             tracing.record_outcome(span, outcome.succeeded, outcome.summary)
             return outcome, recorded
 
-    def _run(self, slot: Slot) -> tuple[Outcome, Recorded | None]:
+    def _run(self, slot: Slot, settings: RunSettings) -> tuple[Outcome, Recorded | None]:
         job = slot.job
         job_type = registry.resolve(job.job_type)
         if job_type is None:
             return outcomes.unknown_type(job.job_type), None
         slot.is_async = job_type.is_async
-        drop_connections_closed_by_server()
+        if self._connections is None:
+            self._connections = thread_connections()
+        drop_connections_closed_by_server(self._connections)
         signals.job_started.send(sender=job.job_type, job=job, worker_id=slot.fence.worker_id)
         if job_type.atomic:
-            return self._run_atomic(slot, job_type)
+            return self._run_atomic(slot, job_type, settings)
         if job_type.isolation == "process" or (
             job_type.isolation is None and self.isolation == "process"
         ):
             return self._run_isolated(slot, job_type), None
-        return self._run_in_thread(slot, job_type), None
+        return self._run_in_thread(slot, job_type, settings), None
 
     # --- the three ways to run a handler ---------------------------------------------
 
-    def _run_in_thread(self, slot: Slot, job_type: JobType) -> Outcome:
+    def _run_in_thread(self, slot: Slot, job_type: JobType, settings: RunSettings) -> Outcome:
         try:
             try:
-                result = self._call(slot, job_type)
+                result = self._call(slot, job_type, settings)
             finally:
                 slot.leave_handler()
         except BaseException as exc:  # the handler's failure, a timeout or a cancel
             self._drop_broken_connections()
             return self._classify(slot, exc)
-        return outcomes.success(slot.job.job_type, result, slot.ctx.progress_json())
+        return outcomes.success(
+            slot.job.job_type, result, slot.ctx.progress_json(), settings.result_max_bytes
+        )
 
-    def _run_atomic(self, slot: Slot, job_type: JobType) -> tuple[Outcome, Recorded | None]:
+    def _run_atomic(
+        self, slot: Slot, job_type: JobType, settings: RunSettings
+    ) -> tuple[Outcome, Recorded | None]:
         """Handler work and the completion commit together, or roll back together."""
         outcome = Outcome()
         try:
             with transaction.atomic(using=self.alias):
                 try:
-                    result = self._call(slot, job_type)
+                    result = self._call(slot, job_type, settings)
                 finally:
                     slot.leave_handler()
-                outcome = outcomes.success(slot.job.job_type, result, slot.ctx.progress_json())
+                outcome = outcomes.success(
+                    slot.job.job_type, result, slot.ctx.progress_json(), settings.result_max_bytes
+                )
                 if not outcome.succeeded:
                     raise _Refused(outcome)
                 if not transitions.complete(self.alias, completion_of(slot, outcome)):
@@ -136,18 +148,18 @@ class Executor:
 
     # --- calling the handler -----------------------------------------------------------
 
-    def _call(self, slot: Slot, job_type: JobType) -> Any:
+    def _call(self, slot: Slot, job_type: JobType, settings: RunSettings) -> Any:
         slot.enter_handler()
         self.on_start(slot)
         error: BaseException | None = None
         try:
-            hooks.pre_execute(slot.job)
+            settings.hooks.pre_execute(slot.job)
             return self._invoke(slot, job_type)
         except BaseException as exc:
             error = exc
             raise
         finally:
-            hooks.post_execute(slot.job, error)
+            settings.hooks.post_execute(slot.job, error)
 
     def _invoke(self, slot: Slot, job_type: JobType) -> Any:
         if not job_type.is_async:

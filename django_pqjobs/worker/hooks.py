@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..conf import conf
@@ -19,21 +20,26 @@ if TYPE_CHECKING:
 logger = logging.getLogger("django_pqjobs")
 
 
-def _hook(name: str) -> Callable[..., Any] | None:
-    return conf.HOOKS.get(name)
+@dataclass(frozen=True)
+class Hooks:
+    """The hooks as configured when :meth:`configured` read them."""
 
+    pre: Callable[..., Any] | None = None
+    post: Callable[..., Any] | None = None
 
-def pre_execute(job: Job) -> None:
-    hook = _hook("pre_execute")
-    if hook is not None:
-        hook(job)
+    @classmethod
+    def configured(cls) -> Hooks:
+        hooks = conf.HOOKS
+        return cls(hooks.get("pre_execute"), hooks.get("post_execute"))
 
+    def pre_execute(self, job: Job) -> None:
+        if self.pre is not None:
+            self.pre(job)
 
-def post_execute(job: Job, error: BaseException | None) -> None:
-    hook = _hook("post_execute")
-    if hook is None:
-        return
-    try:
-        hook(job, error)
-    except Exception:
-        logger.exception("post_execute hook failed for job %s", job.id)
+    def post_execute(self, job: Job, error: BaseException | None) -> None:
+        if self.post is None:
+            return
+        try:
+            self.post(job, error)
+        except Exception:
+            logger.exception("post_execute hook failed for job %s", job.id)

@@ -158,11 +158,23 @@ def vacuum_if_needed(alias: str) -> bool:
     return True
 
 
+# Whether any job waits for a rate window (pqjobs_job_blocked_rate holds exactly those and
+# the jobs of rate-limited keys held otherwise): every worker asks twice a second, and the
+# release itself is a transaction of three statements.
+_ANY_RATE_BLOCKED = (
+    "SELECT EXISTS (SELECT 1 FROM pqjobs_job WHERE status = 'blocked' AND rate_key IS NOT NULL)"
+)
+
+
 def release_rate_blocked(alias: str) -> int | None:
     """Release the jobs rate limits held back, as far as their windows have room now.
 
     One worker at a time does it (None when another holds the lock).
     """
+    with connections[alias].cursor() as cursor:
+        cursor.execute(_ANY_RATE_BLOCKED)
+        if not cursor.fetchone()[0]:
+            return 0
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [FLOW_LOCK_KEY])
         if not cursor.fetchone()[0]:

@@ -22,6 +22,7 @@ from ..transitions import Fence
 if TYPE_CHECKING:
     from ..context import JobContext
     from ..models import Job
+    from .run_settings import RunSettings
 
 SlotState = Literal["queued", "handler", "finishing", "done"]
 
@@ -33,6 +34,7 @@ class Slot:
     job: Job
     ctx: JobContext
     fence: Fence
+    settings: RunSettings | None = None  # read for its claimed batch (None: read when run)
     thread: threading.Thread | None = None
     started: float = field(default_factory=time.monotonic)
     ended: float | None = None  # when its executor was done with it (see finish)

@@ -32,6 +32,7 @@ from .listener import Listener
 from .maintenance import Intervals, Maintenance
 from .recorder import Recorder
 from .reporting import Reporter, ReportIntervals
+from .run_settings import RunSettings
 from .slots import InFlight, Slot
 from .tally import Tally
 from .watchdog import Watchdog
@@ -138,7 +139,10 @@ class Worker:
         self._loop_tick = time.monotonic()
         self.in_flight = InFlight()
         self._counts_lock = threading.Lock()
-        self._work: queue.Queue[Slot | None] = queue.Queue()
+        # SimpleQueue, not Queue: its put and get are C, with no Condition to notify, which
+        # halved the context switches per job of short jobs (measured under the mixed
+        # workload, docs/benchmarks.md).
+        self._work: queue.SimpleQueue[Slot | None] = queue.SimpleQueue()
         self._executors: list[threading.Thread] = []
         self._wake = threading.Event()
         self._last_claim = 0.0
@@ -415,8 +419,9 @@ class Worker:
         self._average_job_seconds = seconds if average is None else average * 0.9 + seconds * 0.1
 
     def _dispatch(self, batch: ClaimBatch) -> None:
+        settings = RunSettings.read() if batch.jobs else None
         for job in batch.jobs:
-            slot = self._slot(job, batch.tids.get(job.id))
+            slot = self._slot(job, batch.tids.get(job.id), settings)
             if job.cancel_requested_at is not None:
                 slot.ctx.request_cancel()
             self.in_flight.add(slot)
@@ -425,9 +430,9 @@ class Worker:
         for row in batch.undecodable:
             self._fail_undecodable(row)
 
-    def _slot(self, job: Job, tid: str | None = None) -> Slot:
+    def _slot(self, job: Job, tid: str | None = None, settings: RunSettings | None = None) -> Slot:
         ctx = JobContext(job=job, worker_id=self.worker_id, attempt=job.attempts, using=self.alias)
-        return Slot(job=job, ctx=ctx, fence=Fence.of(job, tid))
+        return Slot(job=job, ctx=ctx, fence=Fence.of(job, tid), settings=settings)
 
     def _fail_undecodable(self, row: Undecodable) -> None:
         """A claimed row that could not be read fails at once; the others run."""
@@ -495,7 +500,8 @@ class Worker:
         with self._counts_lock:
             self.outcomes[status] = self.outcomes.get(status, 0) + 1
         self.tally.add(slot.job.job_type, slot.job.queue, status, slot.elapsed_ms)
-        self._capacity.set()
+        if not self._capacity.is_set():  # set() takes a lock and notifies, once per job
+            self._capacity.set()
 
     def _keep_recording(self) -> bool:
         """Whether the recorder keeps retrying through a database outage: always while the
