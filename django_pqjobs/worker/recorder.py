@@ -79,12 +79,19 @@ class Recorder:
         keep_trying: Callable[[], bool],
         *,
         log_successes: bool = False,
+        on_recorded_all: Callable[[list[tuple[Slot, Recorded]]], None] | None = None,
     ) -> None:
         self.alias = alias
         self.on_recorded = on_recorded
+        # the same for many slots at once (default: on_recorded for each)
+        self.on_recorded_all = on_recorded_all or self._each_recorded
         self.retry_delays = retry_delays
         self.keep_trying = keep_trying
         self.log_successes = log_successes
+
+    def _each_recorded(self, recorded: list[tuple[Slot, Recorded]]) -> None:
+        for slot, status in recorded:
+            self.on_recorded(slot, status)
 
     # --- writing ---------------------------------------------------------------------
 
@@ -97,7 +104,7 @@ class Recorder:
             if not outcome.succeeded:
                 self._write_failure(slot, outcome)
 
-    def _write_successes(self, items: list[tuple[Slot, Outcome]]) -> None:
+    def _write_successes(self, items: Sequence[tuple[Slot, Outcome]]) -> None:
         completions = [completion_of(slot, o) for slot, o in items]
         try:
             done = self._persist(lambda: transitions.complete_many(self.alias, completions))
@@ -119,8 +126,17 @@ class Recorder:
             slot, outcome = items[0]
             self._write_failure(slot, _refused(outcome, exc))
             return
+        self.report_successes(items, done)
+
+    def report_successes(self, items: Sequence[tuple[Slot, Outcome]], done: set[int]) -> None:
+        """Report successes a statement wrote: ``done`` holds the ids of the attempts it
+        recorded; the others were no longer this worker's (fenced off)."""
+        recorded: list[tuple[Slot, Recorded]] = []
         for slot, outcome in items:
-            self.report(slot, outcome, "done" if slot.fence.job_id in done else "lost")
+            status: Recorded = "done" if slot.fence.job_id in done else "lost"
+            self._announce(slot, outcome, status)
+            recorded.append((slot, status))
+        self.on_recorded_all(recorded)
 
     def _write_failure(self, slot: Slot, outcome: Outcome) -> None:
         delay = 0.0
@@ -201,6 +217,11 @@ class Recorder:
         ``PQJOBS['LOG_SUCCESSES']``): a line per job costs a fast worker a third of its
         throughput, and the periodic summary counts them. Everything else is logged.
         """
+        self._announce(slot, outcome, status, delay)
+        self.on_recorded(slot, status)
+
+    def _announce(self, slot: Slot, outcome: Outcome, status: Recorded, delay: float = 0.0) -> None:
+        """Log the outcome (successes only if asked to) and send ``job_finished``."""
         if status == "done":
             if self.log_successes:
                 self._log(slot, outcome, status, delay)
@@ -210,7 +231,6 @@ class Recorder:
             signals.job_finished.send(
                 sender=slot.job.job_type, job=slot.job, outcome=status, error=outcome.error or None
             )
-        self.on_recorded(slot, status)
 
     def _log(self, slot: Slot, outcome: Outcome, status: Recorded, delay: float) -> None:
         job = slot.job

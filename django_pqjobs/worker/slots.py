@@ -117,10 +117,21 @@ class InFlight:
         with self._lock:
             self._slots[slot.fence.job_id] = slot
 
+    def add_all(self, slots: list[Slot]) -> None:
+        with self._lock:
+            for slot in slots:
+                self._slots[slot.fence.job_id] = slot
+
     def remove(self, slot: Slot) -> bool:
         """Forget ``slot``; False if it was not held (already removed)."""
         with self._lock:
             return self._slots.pop(slot.fence.job_id, None) is not None
+
+    def remove_all(self, slots: list[Slot]) -> list[bool]:
+        """Forget ``slots``; for each, whether it was held."""
+        with self._lock:
+            pop = self._slots.pop
+            return [pop(slot.fence.job_id, None) is not None for slot in slots]
 
     def snapshot(self) -> list[Slot]:
         with self._lock:

@@ -52,16 +52,23 @@ class Tally:
         self._counts = Counts()
 
     def add(self, job_type: str, queue: str, outcome: str, duration_ms: int) -> None:
+        self.add_all([(job_type, queue, outcome, duration_ms)])
+
+    def add_all(self, attempts: list[tuple[str, str, str, int]]) -> None:
+        """Count attempts, each ``(job type, queue, outcome, duration in ms)``."""
         with self._lock:
-            counts = self._counts
-            entry = counts.outcomes.get((job_type, queue, outcome))
-            if entry is None:
-                entry = counts.outcomes[(job_type, queue, outcome)] = [0, 0]
-            entry[0] += 1
-            entry[1] += duration_ms
-            if outcome in TIMED_OUTCOMES:
-                key = (job_type, queue, DURATION_BUCKETS[bisect_left(_BOUNDS_MS, duration_ms)])
-                counts.buckets[key] = counts.buckets.get(key, 0) + 1
+            outcomes = self._counts.outcomes
+            buckets = self._counts.buckets
+            for job_type, queue, outcome, duration_ms in attempts:
+                entry = outcomes.get((job_type, queue, outcome))
+                if entry is None:
+                    entry = outcomes[(job_type, queue, outcome)] = [0, 0]
+                entry[0] += 1
+                entry[1] += duration_ms
+                if outcome in TIMED_OUTCOMES:
+                    bound = DURATION_BUCKETS[bisect_left(_BOUNDS_MS, duration_ms)]
+                    key = (job_type, queue, bound)
+                    buckets[key] = buckets.get(key, 0) + 1
 
     def take(self) -> Counts:
         """The counts so far; the tally starts again from zero."""

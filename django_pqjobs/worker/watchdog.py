@@ -24,7 +24,8 @@ from .slots import InFlight, Slot
 
 logger = logging.getLogger("django_pqjobs")
 
-TICK = 0.05
+TICK = 0.05  # how often it looks while some running handler has a deadline
+IDLE_TICK = 1.0  # ... while none has (it is woken when one starts)
 
 
 class Watchdog(threading.Thread):
@@ -41,21 +42,43 @@ class Watchdog(threading.Thread):
         self.record = record
         self.replace_executor = replace_executor
         self.stopping = threading.Event()
+        self._wake = threading.Event()
+        self._idle = False  # no handler with a deadline was running at the last look
 
     def stop(self) -> None:
         self.stopping.set()
+        self._wake.set()
+
+    def started(self, slot: Slot) -> None:
+        """``slot``'s handler started (its deadline set): wake up if idle.
+
+        Looking every TICK while no running job has a timeout cost a worker a wake-up
+        twenty times a second for nothing. The watchdog says it is idle before it looks,
+        and a handler sets its deadline before it asks here, so one of the two sees the
+        other.
+        """
+        if slot.deadline is not None and self._idle:
+            self._wake.set()
 
     def run(self) -> None:
         try:
-            while not self.stopping.wait(TICK):
-                self.check(time.monotonic())
+            while not self.stopping.is_set():
+                self._idle = True
+                timed = self.check(time.monotonic())
+                self._idle = not timed
+                self._wake.wait(TICK if timed else IDLE_TICK)
+                self._wake.clear()
         finally:
             connections.close_all()
 
-    def check(self, now: float) -> None:
+    def check(self, now: float) -> bool:
+        """Interrupt or abandon the handlers past their deadlines; whether any running
+        handler has one."""
+        timed = False
         for slot in self.in_flight:
             if slot.deadline is None or slot.abandoned or slot.isolated or slot.state != "handler":
                 continue
+            timed = True
             if slot.interrupted_at is None and now >= slot.deadline:
                 if slot.interrupt():
                     logger.warning(
@@ -67,6 +90,7 @@ class Watchdog(threading.Thread):
                     )
             elif slot.interrupted_at is not None and now >= slot.interrupted_at + self.grace:
                 self.abandon(slot)
+        return timed
 
     def abandon(self, slot: Slot) -> None:
         """The handler ignored the interrupt (blocked in C): give up on its thread."""

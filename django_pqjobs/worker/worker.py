@@ -163,6 +163,7 @@ class Worker:
             self.loop_error_delays,
             self._keep_recording,
             log_successes=conf.LOG_SUCCESSES if log_successes is None else log_successes,
+            on_recorded_all=self._recorded_all,
         )
         self.completer = Completer(self.recorder)
         self.listener: Listener | None = None
@@ -419,14 +420,15 @@ class Worker:
         self._average_job_seconds = seconds if average is None else average * 0.9 + seconds * 0.1
 
     def _dispatch(self, batch: ClaimBatch) -> None:
-        settings = RunSettings.read() if batch.jobs else None
-        for job in batch.jobs:
-            slot = self._slot(job, batch.tids.get(job.id), settings)
-            if job.cancel_requested_at is not None:
-                slot.ctx.request_cancel()
-            self.in_flight.add(slot)
-            self.claimed_total += 1
-            self._work.put(slot)
+        if batch.jobs:
+            settings = RunSettings.read()
+            slots = [self._slot(job, batch.tids.get(job.id), settings) for job in batch.jobs]
+            self.in_flight.add_all(slots)  # before any executor can finish one
+            self.claimed_total += len(slots)
+            for slot in slots:
+                if slot.job.cancel_requested_at is not None:
+                    slot.ctx.request_cancel()
+                self._work.put(slot)
         for row in batch.undecodable:
             self._fail_undecodable(row)
 
@@ -464,7 +466,7 @@ class Worker:
         return thread
 
     def _execute_forever(self) -> None:
-        executor = Executor(self.alias, self.isolation, self.completer.started)
+        executor = Executor(self.alias, self.isolation, self._handler_started)
         try:
             while True:
                 slot = self._work.get()
@@ -493,14 +495,28 @@ class Worker:
             executor.close()
             connections.close_all()
 
+    def _handler_started(self, slot: Slot) -> None:
+        self.completer.started(slot)
+        if self.watchdog is not None:
+            self.watchdog.started(slot)
+
     def _recorded(self, slot: Slot, status: Recorded) -> None:
         """The outcome of ``slot`` is written (or given up on): count it, free the slot."""
-        if not self.in_flight.remove(slot):
+        self._recorded_all([(slot, status)])
+
+    def _recorded_all(self, recorded: list[tuple[Slot, Recorded]]) -> None:
+        """The same for many slots: each lock taken once."""
+        held = self.in_flight.remove_all([slot for slot, _ in recorded])
+        counted = [pair for pair, was_held in zip(recorded, held, strict=True) if was_held]
+        if not counted:
             return
         with self._counts_lock:
-            self.outcomes[status] = self.outcomes.get(status, 0) + 1
-        self.tally.add(slot.job.job_type, slot.job.queue, status, slot.elapsed_ms)
-        if not self._capacity.is_set():  # set() takes a lock and notifies, once per job
+            for _, status in counted:
+                self.outcomes[status] = self.outcomes.get(status, 0) + 1
+        self.tally.add_all(
+            [(s.job.job_type, s.job.queue, status, s.elapsed_ms) for s, status in counted]
+        )
+        if not self._capacity.is_set():  # set() takes a lock and notifies
             self._capacity.set()
 
     def _keep_recording(self) -> bool:
