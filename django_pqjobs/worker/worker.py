@@ -668,7 +668,10 @@ class Worker:
                 name,
                 self.shutdown_timeout,
             )
-            self.stop()
+            # Not stop() here: the handler runs wherever the main thread was, possibly
+            # inside Event.wait() on one of the events stop() sets, holding that event's
+            # lock, and setting it from here would wait for that lock for ever.
+            threading.Thread(target=self.stop, name="pqjobs-stop", daemon=True).start()
         else:
             logger.warning("%s received again: exiting immediately", name)
             os._exit(1)
