@@ -7,6 +7,12 @@ no latency; under load thousands of UPDATEs become a few. A job stays in the wor
 in-flight set (and keeps its heartbeat) until its outcome is written, so a crash before
 that loses nothing: the job is still ``running`` and will be rescued.
 
+While the worker claims on its own every few milliseconds (stream mode), successes are held
+for up to ``HOLD_MAX_AGE`` and written together: the jobs of a claimed batch end within a
+millisecond or two of each other, and writing them once per claim made the completion as
+many statements as the claims. A held success keeps its slot in flight (and its heartbeat)
+like any other; only its ``done`` shows later. Failures are written at once.
+
 Executors also report when a handler *starts*. Those starts are written here too, so that
 a rescue can tell a job the worker had claimed ahead but never run (its attempt is given
 back) from one whose handler ran. A start is written once its handler has run for
@@ -24,6 +30,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 
 from django.db import DatabaseError, connections
 
@@ -37,23 +44,58 @@ logger = logging.getLogger("django_pqjobs")
 
 MAX_BATCH = 500
 START_MARK_DELAY = 0.1  # seconds a handler runs before its start is written
+HOLD_MAX_AGE = 0.05  # seconds a success may be held in stream mode
 
 _Item = tuple[Slot, Outcome]
 
 
 class Completer(threading.Thread):
-    def __init__(self, recorder: Recorder) -> None:
+    """``hold()`` says whether the worker is in stream mode (successes are then held, see
+    above); ``on_held()`` is called when one is."""
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        hold: Callable[[], bool] = lambda: False,
+        on_held: Callable[[], None] = lambda: None,
+    ) -> None:
         super().__init__(name="pqjobs-completer", daemon=True)
         self.recorder = recorder
+        self.hold = hold
+        self.on_held = on_held
         # SimpleQueue for the reason given at Worker._work: an item per job comes here.
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         # Handlers that started, in the order they did: appended by the executors without
         # waking this thread, which looks at them at least every START_MARK_DELAY.
         self._starts: collections.deque[Slot] = collections.deque()
+        self._held: list[_Item] = []
+        self._held_since = 0.0
+        self._held_lock = threading.Lock()
 
     def submit(self, slot: Slot, outcome: Outcome) -> None:
         """Record ``outcome`` as the end of ``slot``'s attempt."""
+        if outcome.succeeded and self.hold():
+            with self._held_lock:
+                if not self._held:
+                    self._held_since = time.monotonic()
+                self._held.append((slot, outcome))
+                full = len(self._held) >= MAX_BATCH
+            if full:
+                for item in self._take_held():
+                    self._queue.put(item)
+            self.on_held()
+            return
         self._queue.put((slot, outcome))
+
+    @property
+    def held(self) -> int:
+        """How many successes are held (finished, waiting to be written)."""
+        return len(self._held)
+
+    def _take_held(self) -> list[_Item]:
+        with self._held_lock:
+            items, self._held = self._held, []
+        return items
 
     def started(self, slot: Slot) -> None:
         """``slot``'s handler has started."""
@@ -69,14 +111,19 @@ class Completer(threading.Thread):
             while not stopping:
                 items: list[_Item] = []
                 try:
-                    first = self._queue.get(timeout=self._until_next_start())
+                    first = self._queue.get(timeout=self._next_wake())
                 except queue.Empty:
-                    pass  # nothing came: only starts may be due
+                    pass  # nothing came: only starts or held successes may be due
                 else:
                     stopping = self._take(first, items)
+                now = time.monotonic()
+                if self._held and (
+                    stopping or now - self._held_since >= HOLD_MAX_AGE or not self.hold()
+                ):
+                    items += self._take_held()
                 if items:
                     self._write(items)
-                self._mark_started(time.monotonic())
+                self._mark_started(now)
         finally:
             connections.close_all()
 
@@ -93,13 +140,16 @@ class Completer(threading.Thread):
                 return False
         return True
 
-    def _until_next_start(self) -> float:
-        """Seconds until the oldest start waiting here is due (or START_MARK_DELAY)."""
-        try:
-            oldest = self._starts[0]
-        except IndexError:
-            return START_MARK_DELAY
-        return max(0.0, oldest.started + START_MARK_DELAY - time.monotonic())
+    def _next_wake(self) -> float:
+        """Seconds until the oldest start waiting here is due, or the oldest held success
+        is; START_MARK_DELAY when neither waits."""
+        now = time.monotonic()
+        wait = START_MARK_DELAY
+        if self._starts:
+            wait = self._starts[0].started + START_MARK_DELAY - now
+        if self._held:
+            wait = min(wait, self._held_since + HOLD_MAX_AGE - now)
+        return max(0.0, wait)
 
     def _write(self, items: list[_Item]) -> None:
         try:

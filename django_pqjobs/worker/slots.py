@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 SlotState = Literal["queued", "handler", "finishing", "done"]
 
 
-@dataclass
+@dataclass(slots=True)
 class Slot:
     """One job in flight and what the watchdog needs to enforce its timeout."""
 

@@ -165,7 +165,11 @@ class Worker:
             log_successes=conf.LOG_SUCCESSES if log_successes is None else log_successes,
             on_recorded_all=self._recorded_all,
         )
-        self.completer = Completer(self.recorder)
+        self.completer = Completer(
+            self.recorder,
+            hold=lambda: self._streaming and not self._stopping.is_set(),
+            on_held=self._free_capacity,
+        )
         self.listener: Listener | None = None
         self.maintenance: Maintenance | None = None
         self.watchdog: Watchdog | None = None
@@ -237,7 +241,8 @@ class Worker:
         while not self._stopping.is_set():
             self._loop_tick = time.monotonic()
             capacity = self.concurrency + self._prefetch()
-            free = capacity - len(self.in_flight)
+            # held successes are done with their executors
+            free = capacity - len(self.in_flight) + self.completer.held
             if self.max_jobs is not None:
                 free = min(free, self.max_jobs - self.claimed_total)
                 if free <= 0 and not self.in_flight:
@@ -516,6 +521,9 @@ class Worker:
         self.tally.add_all(
             [(s.job.job_type, s.job.queue, status, s.elapsed_ms) for s, status in counted]
         )
+        self._free_capacity()
+
+    def _free_capacity(self) -> None:
         if not self._capacity.is_set():  # set() takes a lock and notifies
             self._capacity.set()
 

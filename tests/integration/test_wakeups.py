@@ -40,6 +40,24 @@ def test_a_stream_of_enqueues_turns_listening_into_polling_and_back(worker_facto
     assert time.monotonic() - started < 2
 
 
+def test_held_successes_do_not_hold_up_the_next_claim(worker_factory):
+    """In stream mode successes wait (up to HOLD_MAX_AGE) to be written together. A worker
+    with one executor and nothing claimed ahead still claims the next job as soon as one
+    ends: a held success counts as a free executor, not as a job in progress."""
+    worker = worker_factory(
+        concurrency=1, prefetch_max=0, queues=["held"], poll_intervals=SLOW_POLL
+    )
+    writes = []
+    write = worker.recorder.write
+    worker.recorder.write = lambda items: (writes.append(len(items)), write(items))[1]
+    began = time.monotonic()
+    ids = [enqueue_job("tests.noop", queue="held") for _ in range(300)]
+    wait_for(lambda: Job.objects.filter(pk__in=ids, status="done").count() == len(ids))
+    assert max(writes) > 1, "successes were written one at a time"
+    # one HOLD_MAX_AGE per job would be 15 s
+    assert time.monotonic() - began < 8
+
+
 def test_each_notification_wakes_its_designated_worker_at_once(worker_factory):
     first = worker_factory(worker_id="wake-a", queues=["w"], poll_intervals=SLOW_POLL)
     second = worker_factory(worker_id="wake-b", queues=["w"], poll_intervals=SLOW_POLL)
