@@ -49,7 +49,7 @@ COALESCE_WINDOW = 0.004
 # same queues are while jobs keep coming (each worker claims every STREAM_SPACING times their
 # number, at most every STREAM_PERIOD_MAX), and how long a worker's claims may come back
 # empty before it goes back to waiting for NOTIFY.
-STREAM_SPACING = 0.009
+STREAM_SPACING = 0.010
 STREAM_PERIOD_MAX = 0.05
 STREAM_IDLE = 0.25
 
