@@ -7,8 +7,9 @@ no latency; under load thousands of UPDATEs become a few. A job stays in the wor
 in-flight set (and keeps its heartbeat) until its outcome is written, so a crash before
 that loses nothing: the job is still ``running`` and will be rescued.
 
-While the worker claims on its own every few milliseconds (stream mode), successes are held
-for up to ``HOLD_MAX_AGE`` and written together: the jobs of a claimed batch end within a
+While the worker claims on its own every few milliseconds (stream mode), successes of jobs
+whose end frees nothing else (a concurrency slot, a batch's count, a dependent, a waiter)
+are held for up to ``HOLD_MAX_AGE`` and written together: the jobs of a claimed batch end within a
 millisecond or two of each other, and writing them once per claim made the completion as
 many statements as the claims. A held success keeps its slot in flight (and its heartbeat)
 like any other; only its ``done`` shows later. Failures are written at once.
@@ -49,6 +50,19 @@ HOLD_MAX_AGE = 0.05  # seconds a success may be held in stream mode
 _Item = tuple[Slot, Outcome]
 
 
+def _frees_nothing(slot: Slot) -> bool:
+    """Whether the end of ``slot``'s job lets nothing else go on: no concurrency slot to
+    give back, no batch to count, no dependent or waiter to wake. Only those are held."""
+    job = slot.job
+    return (
+        job.concurrency_key is None
+        and job.batch_id is None
+        and job.callback_of_id is None
+        and not job.has_dependents
+        and not job.waited_on
+    )
+
+
 class Completer(threading.Thread):
     """``hold()`` says whether the worker is in stream mode (successes are then held, see
     above); ``on_held()`` is called when one is."""
@@ -74,7 +88,7 @@ class Completer(threading.Thread):
 
     def submit(self, slot: Slot, outcome: Outcome) -> None:
         """Record ``outcome`` as the end of ``slot``'s attempt."""
-        if outcome.succeeded and self.hold():
+        if outcome.succeeded and self.hold() and _frees_nothing(slot):
             with self._held_lock:
                 if not self._held:
                     self._held_since = time.monotonic()

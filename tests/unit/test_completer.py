@@ -29,8 +29,16 @@ class FakeRecorder:
         self.wrote.set()
 
 
-def slot(job_id: int) -> Slot:
-    job = SimpleNamespace(id=job_id, timeout_seconds=None)
+def slot(job_id: int, **columns: Any) -> Slot:
+    fields = {
+        "concurrency_key": None,
+        "batch_id": None,
+        "callback_of_id": None,
+        "has_dependents": False,
+        "waited_on": False,
+        **columns,
+    }
+    job = SimpleNamespace(id=job_id, timeout_seconds=None, **fields)
     return Slot(job=job, ctx=None, fence=Fence(job_id, "w", 1))  # type: ignore[arg-type]
 
 
@@ -73,6 +81,25 @@ def test_a_failure_is_written_at_once_while_successes_wait(running):
     completer.submit(slot(2), FAILED)
     assert recorder.wrote.wait(HOLD_MAX_AGE / 2)
     assert [s.fence.job_id for s, _ in recorder.writes[0]] == [2]
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [
+        {"concurrency_key": "k"},  # its slot goes back to the key
+        {"batch_id": 3},  # its batch counts it (and may call back)
+        {"callback_of_id": 3},
+        {"has_dependents": True},  # jobs wait for it
+        {"waited_on": True},  # someone waits for its result
+    ],
+)
+def test_a_success_that_frees_something_is_written_at_once_even_in_stream_mode(running, columns):
+    completer, recorder = running(hold=lambda: True)
+    completer.submit(slot(1), Outcome())
+    completer.submit(slot(2, **columns), Outcome())
+    assert recorder.wrote.wait(HOLD_MAX_AGE / 2)
+    assert [s.fence.job_id for s, _ in recorder.writes[0]] == [2]
+    assert completer.held == 1
 
 
 def test_outside_stream_mode_a_success_is_written_at_once(running):
