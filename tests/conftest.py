@@ -1,6 +1,7 @@
 """Shared fixtures: a LISTEN connection and in-process workers running in threads.
 
 Helpers that tests call directly (waiting, launching run_jobs) are in tests/helpers.py.
+Transactional tests are cleaned up by tests/fast_flush.py instead of Django's flush.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ import pytest
 from django.db import connection
 
 from django_pqjobs.notify import CHANNEL as NOTIFY_CHANNEL
+
+from . import fast_flush
+
+fast_flush.install()
 
 
 @pytest.fixture
