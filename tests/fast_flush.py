@@ -66,18 +66,16 @@ def empty_tables(alias: str) -> None:
 
 
 def _fixture_teardown(self: Any) -> None:
+    aliases = self._databases_names(include_mirrors=False)
     if (
         self.available_apps is not None
         or self.serialized_rollback
         or self.reset_sequences
-        or any(
-            connections[alias].vendor != "postgresql"
-            for alias in self._databases_names(include_mirrors=False)
-        )
+        or any(connections[alias].vendor != "postgresql" for alias in aliases)
     ):
         _django_teardown(self)
         return
-    for alias in self._databases_names(include_mirrors=False):
+    for alias in aliases:
         try:
             empty_tables(alias)
         except DatabaseError:
