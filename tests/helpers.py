@@ -1,5 +1,5 @@
-"""Helpers the tests import: bounded waiting, job status, admin users, and real ``run_jobs``
-processes.
+"""Helpers the tests import: bounded waiting, job status, admin users, real ``run_jobs``
+processes, and the plans of the statements run inside the PL/pgSQL functions.
 
 Fixtures live in ``conftest.py``; everything a test calls directly lives here.
 """
@@ -16,8 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from django.contrib.auth.models import Permission, User
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.test import Client
 
 from django_pqjobs.models import Job
@@ -131,3 +132,35 @@ def documented_sql(doc: str, tag: str) -> str:
     after = text[text.index(marker) :]
     start = after.index("```sql\n") + len("```sql\n")
     return after[start : after.index("```", start)]
+
+
+def planned_inside(call: Callable[[], object]) -> list[str]:
+    """The plans of the statements that ``call`` runs inside the PL/pgSQL functions
+    (auto_explain), on a fresh connection: the functions plan their statements anew there
+    (once per session), under the settings and statistics of the moment."""
+    connection.close()
+    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        try:
+            cursor.execute("LOAD 'auto_explain'")
+        except DatabaseError:
+            pytest.skip("loading auto_explain needs a superuser")
+        cursor.execute(
+            "SET auto_explain.log_min_duration = 0; "
+            "SET auto_explain.log_nested_statements = on; "
+            "SET auto_explain.log_level = notice; SET client_min_messages = notice"
+        )
+    plans: list[str] = []
+    connection.connection.add_notice_handler(lambda notice: plans.append(notice.message_primary))
+    try:
+        call()
+    finally:
+        connection.close()  # auto_explain stays loaded in that session only
+    return plans
+
+
+def plan_of(plans: list[str], marker: str) -> str:
+    """The first of ``plans`` whose statement contains ``marker``."""
+    found = [plan for plan in plans if marker in plan]
+    assert found, f"no statement with {marker!r} among {plans}"
+    return found[0]

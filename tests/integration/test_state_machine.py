@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -18,6 +17,8 @@ from django_pqjobs.transitions import Completion, Fence
 from django_pqjobs.worker import housekeeping
 from django_pqjobs.worker.claiming import claim_jobs
 from django_pqjobs.worker.heartbeats import WorkerIdentity, heartbeat
+
+from ..helpers import plan_of, planned_inside
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DB = "default"
@@ -81,37 +82,6 @@ def test_concurrent_claims_never_share_a_job():
     assert len(claimed) == len(set(claimed))
 
 
-def _planned_inside(call: Callable[[], object]) -> list[str]:
-    """The plans of the statements that ``call`` runs inside the PL/pgSQL functions
-    (auto_explain), on a fresh connection: the functions plan their statements anew there
-    (once per session), under the settings and statistics of the moment."""
-    connection.close()
-    connection.ensure_connection()
-    with connection.cursor() as cursor:
-        try:
-            cursor.execute("LOAD 'auto_explain'")
-        except DatabaseError:
-            pytest.skip("loading auto_explain needs a superuser")
-        cursor.execute(
-            "SET auto_explain.log_min_duration = 0; "
-            "SET auto_explain.log_nested_statements = on; "
-            "SET auto_explain.log_level = notice; SET client_min_messages = notice"
-        )
-    plans: list[str] = []
-    connection.connection.add_notice_handler(lambda notice: plans.append(notice.message_primary))
-    try:
-        call()
-    finally:
-        connection.close()  # auto_explain stays loaded in that session only
-    return plans
-
-
-def _plan_of(plans: list[str], marker: str) -> str:
-    found = [plan for plan in plans if marker in plan]
-    assert found, f"no statement with {marker!r} among {plans}"
-    return found[0]
-
-
 PICK = "FOR UPDATE SKIP LOCKED"
 CLAIM_BY_TID = "WHERE j.ctid = ANY(picked)"
 COMPLETE_BY_TID = "WHERE j.ctid = ANY(tids)"
@@ -139,11 +109,11 @@ def test_claim_plans_hold_whatever_the_statistics(queues):
             cursor.execute("SET random_page_cost = 1000")
         assert len(claim_jobs(DB, "w", queues, 10).jobs) == 10
 
-    plans = _planned_inside(claim)
-    pick = _plan_of(plans, PICK)
+    plans = planned_inside(claim)
+    pick = plan_of(plans, PICK)
     assert "Index Scan using pqjobs_job_claim" in pick, pick
     assert not any(word in pick for word in ("Sort", "Seq Scan", "Bitmap")), pick
-    update = _plan_of(plans, CLAIM_BY_TID)
+    update = plan_of(plans, CLAIM_BY_TID)
     assert "Tid Scan" in update and "Index" not in update, update
 
 
@@ -166,8 +136,8 @@ def test_the_priority_floor_is_served_by_the_claim_index():
     """The floor bounds the scan of pqjobs_job_claim: it reads only the ready jobs at or
     above it, in order, however many lower ones wait."""
     _a_table_the_statistics_call_empty()
-    plans = _planned_inside(lambda: claim_jobs(DB, "w", ["default"], 10, 90))
-    pick = _plan_of(plans, PICK)
+    plans = planned_inside(lambda: claim_jobs(DB, "w", ["default"], 10, 90))
+    pick = plan_of(plans, PICK)
     # The floor is an index condition (where the scan starts and stops), not a filter over
     # rows already read, and the rows come in claim order (no sort).
     assert "Index Scan using pqjobs_job_claim" in pick, pick
@@ -184,7 +154,7 @@ def test_completion_plans_hold_whatever_the_statistics():
         done = transitions.complete_many(DB, [Completion(f, None, 1) for f in fences])
         assert done == {f.job_id for f in fences}
 
-    update = _plan_of(_planned_inside(claim_and_complete), COMPLETE_BY_TID)
+    update = plan_of(planned_inside(claim_and_complete), COMPLETE_BY_TID)
     assert "Tid Scan" in update and "Index" not in update, update
 
 
@@ -696,7 +666,7 @@ def test_triggers_fired_by_a_completion_keep_their_indexes():
         fence = Fence.of(batch.jobs[0], batch.tids[first])
         assert transitions.complete_many(DB, [Completion(fence, None, 1)]) == {first}
 
-    release = _plan_of(_planned_inside(complete), "blocked_by = 'limit'")
+    release = plan_of(planned_inside(complete), "blocked_by = 'limit'")
     assert "Index Scan using pqjobs_job_blocked_key" in release, release
     assert "Seq Scan" not in release, release
     assert Job.objects.get(pk=waiting[0]).status == "ready"
