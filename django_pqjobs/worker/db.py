@@ -39,16 +39,17 @@ def thread_connections() -> list[BaseDatabaseWrapper]:
 
 
 def drop_connections_closed_by_server(
-    wrappers: Sequence[BaseDatabaseWrapper] | None = None,
+    wrappers: Sequence[BaseDatabaseWrapper] | None = None, look: bool = True
 ) -> None:
     """Drop this thread's connections that the server has already closed.
 
     An idle connection has nothing to read. When the server ends it (a restart,
     ``pg_terminate_backend``, ``idle_session_timeout``) it sends an error and closes the
-    socket, which makes the socket readable. Checked before every handler, so a handler
-    never starts on a connection that is gone: its first query would fail and cost the job
-    an attempt for something the job did not do. No round trip: one ``select`` per
-    connection.
+    socket, which makes the socket readable. Checked before a handler starts, so a handler
+    does not start on a connection that is gone: its first query would fail and cost the
+    job an attempt for something the job did not do. No round trip: one ``select`` per
+    connection. With ``look=False`` only what psycopg already knows is checked (a connection
+    it saw close or break), without the ``select``: see ``Executor`` for when.
     """
     for conn in connections.all(initialized_only=True) if wrappers is None else wrappers:
         raw = conn.connection
@@ -56,7 +57,7 @@ def drop_connections_closed_by_server(
             continue
         try:
             gone = bool(raw.closed or raw.broken)
-            if not gone:
+            if not gone and look:
                 readable, _, _ = select.select([raw.fileno()], [], [], 0)
                 gone = bool(readable)
         except (OSError, ValueError, AttributeError):

@@ -1,0 +1,121 @@
+"""An executor looks at its connections (a select() per connection) only after it sat idle;
+between back-to-back jobs it trusts what psycopg already knows."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import pytest
+
+from django_pqjobs.context import JobContext
+from django_pqjobs.models import Job
+from django_pqjobs.transitions import Fence
+from django_pqjobs.worker import db, executor
+from django_pqjobs.worker.executor import LOOK_AFTER_IDLE, Executor
+from django_pqjobs.worker.slots import Slot
+
+
+@dataclass
+class Raw:
+    """What the check reads of a psycopg connection."""
+
+    sock: socket.socket
+    closed: bool = False
+    broken: bool = False
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+
+@dataclass
+class Wrapper:
+    """What the check reads of a Django connection wrapper."""
+
+    alias: str
+    connection: Raw | None
+    in_atomic_block: bool = False
+
+
+@dataclass
+class Dropped:
+    aliases: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def dropped(monkeypatch) -> Dropped:
+    seen = Dropped()
+    monkeypatch.setattr(db, "reset_connection", seen.aliases.append)
+    return seen
+
+
+@pytest.fixture
+def sockets():
+    """(ours, the server's end) pairs; closing the server's end makes ours readable."""
+    made: list[socket.socket] = []
+
+    def pair() -> tuple[socket.socket, socket.socket]:
+        ours, theirs = socket.socketpair()
+        made.extend((ours, theirs))
+        return ours, theirs
+
+    yield pair
+    for sock in made:
+        sock.close()
+
+
+def test_a_look_finds_the_connections_the_server_closed(dropped, sockets) -> None:
+    alive, _server = sockets()
+    gone, server_side = sockets()
+    server_side.close()
+    db.drop_connections_closed_by_server([Wrapper("a", Raw(alive)), Wrapper("b", Raw(gone))])
+    assert dropped.aliases == ["b"]
+
+
+def test_without_a_look_only_what_psycopg_knows_is_dropped(dropped, sockets) -> None:
+    gone, server_side = sockets()
+    server_side.close()
+    known, _ = sockets()
+    db.drop_connections_closed_by_server(
+        [Wrapper("unseen", Raw(gone)), Wrapper("known", Raw(known, broken=True))], look=False
+    )
+    assert dropped.aliases == ["known"]
+
+
+def test_connections_inside_a_transaction_or_never_opened_are_left_alone(dropped, sockets):
+    gone, server_side = sockets()
+    server_side.close()
+    db.drop_connections_closed_by_server(
+        [Wrapper("atomic", Raw(gone), in_atomic_block=True), Wrapper("unopened", None)]
+    )
+    assert dropped.aliases == []
+
+
+def noop_slot(job_id: int) -> Slot:
+    job = Job(id=job_id, job_type="tests.noop", payload={}, attempts=1, locked_by="w")
+    ctx = JobContext(job=job, worker_id="w", attempt=1, using="default")
+    return Slot(job=job, ctx=ctx, fence=Fence.of(job))
+
+
+def test_the_executor_looks_after_idling_and_not_between_back_to_back_jobs(monkeypatch):
+    looks: list[bool] = []
+    monkeypatch.setattr(
+        executor, "drop_connections_closed_by_server", lambda wrappers, look: looks.append(look)
+    )
+    clock = iter([100.0, 100.0 + LOOK_AFTER_IDLE / 2, 100.0 + LOOK_AFTER_IDLE / 2])
+    times = {"now": 0.0}
+
+    def monotonic() -> float:
+        return times["now"]
+
+    monkeypatch.setattr(executor, "time", SimpleNamespace(monotonic=monotonic))
+    runner = Executor("default", "thread", lambda slot: None)
+    for job_id, now in enumerate(clock, start=1):
+        times["now"] = now
+        outcome, _ = runner.run(noop_slot(job_id))
+        assert outcome.succeeded
+    times["now"] = 100.0 + LOOK_AFTER_IDLE * 10  # idle since the last job ended
+    runner.run(noop_slot(9))
+    runner.close()
+    assert looks == [True, False, False, True]
