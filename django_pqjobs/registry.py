@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import options
 from .durations import Duration
@@ -15,6 +15,9 @@ from .errors import InvalidJobOption, JobTypeAlreadyRegistered
 from .options import Dedupe, Isolation, KeyTemplate, Rate, WaitingFull
 from .policies import BackoffPolicy, make_backoff
 from .recurrence import ScheduleError, ScheduleSpec, build_spec
+
+if TYPE_CHECKING:
+    from .models import Job
 
 # A handler takes a JobContext and returns its result (``context.py`` imports this module
 # through ``enqueue``, so the type is not spelled out here).
@@ -47,6 +50,11 @@ class JobType:
     rate_key: KeyTemplate | None = None
     max_waiting: int | None = None
     when_waiting_full: WaitingFull = "refuse"
+    # For integrations (the Tasks framework's ``task_finished``): called in the worker with
+    # (job, outcome) after each attempt of this type is recorded, as ``job_finished`` is
+    # sent. A receiver of that signal is called for every job of every type; this only for
+    # the type's own.
+    on_finished: Callable[[Job, str], None] | None = None
 
     @cached_property
     def is_async(self) -> bool:

@@ -10,6 +10,7 @@ process that runs it (the worker, or the job's own process under process isolati
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from dataclasses import dataclass
@@ -48,11 +49,6 @@ class BoundTask:
         return str(self.task.module_path)
 
 
-# The tasks registered in this process by job type name (what the registry holds, without
-# its lookups: the worker asks for every job that finishes).
-registered: dict[str, BoundTask] = {}
-
-
 def bound_task(job_type: JobType | None) -> BoundTask | None:
     """The task a job type runs, or None for a native job type."""
     return getattr(job_type.handler, "pqjobs_task", None) if job_type is not None else None
@@ -72,6 +68,8 @@ def ensure_registered(task: Any, family: Family, defaults: TaskOptions) -> JobTy
     options.check_combination(f"task {task.module_path!r}")
     if existing and bound and bound.task.func is task.func and bound.options == options:
         return existing  # a .using() copy: the same job type
+    from .bridge import finished  # (the bridge reads what the handler leaves on the job)
+
     bound = BoundTask(task, family, options)
     job_type = JobType(
         name=task.module_path,
@@ -82,14 +80,10 @@ def ensure_registered(task: Any, family: Family, defaults: TaskOptions) -> JobTy
         dedupe=options.dedupe,
         isolation=options.isolation,
         memory_limit=options.memory_limit,
+        # the framework's task_finished, sent where the worker sends job_finished
+        on_finished=functools.partial(finished, bound),
     )
     registry.register(job_type)
-    registered[job_type.name] = bound
-    # The framework's task_finished is sent from this process's job_finished, connected once
-    # a task exists here (a worker that runs no task pays nothing for it).
-    from .bridge import connect
-
-    connect()
     return job_type
 
 

@@ -228,6 +228,12 @@ class Recorder:
         else:
             self._log(slot, outcome, status, delay)
         if status != UNRECORDED:
+            job_type = registry.get(slot.job.job_type)
+            if job_type is not None and job_type.on_finished is not None:
+                try:
+                    job_type.on_finished(slot.job, status)
+                except Exception:
+                    logger.exception("the finish callback of job %s raised", slot.job.id)
             signals.job_finished.send(
                 sender=slot.job.job_type, job=slot.job, outcome=status, error=outcome.error or None
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -10,6 +11,7 @@ from django.db import connections
 from django_pqjobs import cancel_job, enqueue_job, signals
 from django_pqjobs.models import Job, JobAttempt
 from django_pqjobs.policies import make_delays
+from django_pqjobs.registry import registry
 from tests.helpers import wait_for, wait_status
 from tests.testapp.models import Counter
 
@@ -319,3 +321,39 @@ def test_claim_errors_are_logged_and_survived(worker_factory, monkeypatch, caplo
     messages = [r.getMessage() for r in caplog.records]
     assert any("claiming jobs failed" in m for m in messages)
     assert any("unexpected error while claiming jobs" in m for m in messages)
+
+
+def test_a_job_types_finish_callback_gets_its_own_attempts_and_may_raise(worker_factory):
+    """``JobType.on_finished`` (how the Tasks framework's task_finished is sent) is called
+    for each recorded attempt of its own type only, as ``job_finished`` is sent; one that
+    raises is logged and the worker records and announces the rest."""
+    seen: list[tuple[int, str]] = []
+
+    def finished(job: Job, outcome: str) -> None:
+        seen.append((job.id, outcome))
+        if job.payload.get("raise"):
+            raise RuntimeError("a broken finish callback")
+
+    echo = registry.get("tests.echo")
+    assert echo is not None
+    registry.unregister("tests.echo")
+    registry.register(dataclasses.replace(echo, on_finished=finished))
+    announced: list[int] = []
+
+    def receiver(sender, job, **kwargs):
+        announced.append(job.id)
+
+    signals.job_finished.connect(receiver, weak=False)
+    try:
+        worker_factory(concurrency=2)
+        raising = enqueue_job("tests.echo", {"raise": True})
+        fine = enqueue_job("tests.echo", {"n": 1})
+        other = enqueue_job("tests.noop")
+        for job_id in (raising, fine, other):
+            wait_status(job_id, "done")
+        wait_for(lambda: len(announced) == 3)
+    finally:
+        signals.job_finished.disconnect(receiver)
+        registry.unregister("tests.echo")
+        registry.register(echo)
+    assert sorted(seen) == sorted([(raising, "done"), (fine, "done")])
