@@ -37,23 +37,8 @@ NOTES = (
 FINISHED_EDGES = f"""FROM pqjobs_dependency d JOIN {NOTES} ON s.job_id = d.depends_on_id
                 WHERE s.has_dependents AND s.old_status NOT IN {FINAL}"""
 
-SETTLE = f"""
-CREATE UNLOGGED TABLE pqjobs_settle (
-    txid bigint NOT NULL,
-    job_id bigint NOT NULL,
-    batch_id bigint,
-    has_dependents boolean NOT NULL,
-    old_status text NOT NULL,
-    new_status text NOT NULL,
-    carrier boolean NOT NULL
-);
-CREATE INDEX pqjobs_settle_txid ON pqjobs_settle (txid);
-
--- Statement-level triggers with transition tables: one INSERT of the notes per statement,
--- however many rows it changed (a row trigger cost a PL/pgSQL call per finished member).
--- The first note of a transaction (since it last settled) is the carrier: the deferred
--- trigger fires for it alone, once, rather than once per note.
-CREATE FUNCTION pqjobs_note_changes() RETURNS trigger
+# The statement trigger's function (migration 0015 replaces it; its way back uses this).
+NOTE_CHANGES = f"""CREATE FUNCTION pqjobs_note_changes() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 DECLARE
     first boolean := current_setting('pqjobs.unsettled', true) IS DISTINCT FROM 'on';
@@ -80,7 +65,25 @@ BEGIN
     RETURN NULL;
 END
 $$;
+"""
 
+SETTLE = f"""
+CREATE UNLOGGED TABLE pqjobs_settle (
+    txid bigint NOT NULL,
+    job_id bigint NOT NULL,
+    batch_id bigint,
+    has_dependents boolean NOT NULL,
+    old_status text NOT NULL,
+    new_status text NOT NULL,
+    carrier boolean NOT NULL
+);
+CREATE INDEX pqjobs_settle_txid ON pqjobs_settle (txid);
+
+-- Statement-level triggers with transition tables: one INSERT of the notes per statement,
+-- however many rows it changed (a row trigger cost a PL/pgSQL call per finished member).
+-- The first note of a transaction (since it last settled) is the carrier: the deferred
+-- trigger fires for it alone, once, rather than once per note.
+{NOTE_CHANGES}
 CREATE TRIGGER pqjobs_job_composed_status
 AFTER UPDATE ON pqjobs_job
 REFERENCING OLD TABLE AS pqjobs_old NEW TABLE AS pqjobs_new

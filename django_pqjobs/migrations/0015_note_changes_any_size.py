@@ -20,9 +20,12 @@ and a scan of the new rows first asks whether any belongs to a batch or has depe
 the statements of plain jobs (the hot path) stop there.
 """
 
+import importlib
+
 from django.db import migrations
 
-FINAL = "('done', 'failed', 'cancelled')"
+composition = importlib.import_module("django_pqjobs.migrations.0013_composition")
+FINAL = composition.FINAL
 
 UPDATED = f"""
 CREATE OR REPLACE FUNCTION pqjobs_note_changes() RETURNS trigger
@@ -43,6 +46,7 @@ BEGIN
         FROM pqjobs_old o
         WHERE (o.batch_id IS NOT NULL OR o.has_dependents) AND o.status NOT IN {FINAL};
     ELSE
+        -- (in this branch: the DELETE trigger has no pqjobs_new)
         IF NOT EXISTS (
             SELECT FROM pqjobs_new n WHERE n.batch_id IS NOT NULL OR n.has_dependents
         ) THEN
@@ -82,35 +86,9 @@ $$;
 """
 
 # Migration 0013's function, for the way back.
-JOINED = f"""
-CREATE OR REPLACE FUNCTION pqjobs_note_changes() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
-DECLARE
-    first boolean := current_setting('pqjobs.unsettled', true) IS DISTINCT FROM 'on';
-    noted integer;
-BEGIN
-    IF TG_OP = 'DELETE' THEN
-        INSERT INTO pqjobs_settle
-        SELECT txid_current(), o.id, o.batch_id, o.has_dependents, o.status, 'deleted',
-               first AND row_number() OVER () = 1
-        FROM pqjobs_old o
-        WHERE (o.batch_id IS NOT NULL OR o.has_dependents) AND o.status NOT IN {FINAL};
-    ELSE
-        INSERT INTO pqjobs_settle
-        SELECT txid_current(), n.id, n.batch_id, n.has_dependents, o.status, n.status,
-               first AND row_number() OVER () = 1
-        FROM pqjobs_new n JOIN pqjobs_old o ON o.id = n.id
-        WHERE (n.batch_id IS NOT NULL OR n.has_dependents)
-          AND (o.status IN {FINAL}) <> (n.status IN {FINAL});
-    END IF;
-    GET DIAGNOSTICS noted = ROW_COUNT;
-    IF first AND noted > 0 THEN
-        PERFORM set_config('pqjobs.unsettled', 'on', true);
-    END IF;
-    RETURN NULL;
-END
-$$;
-"""
+JOINED = composition.NOTE_CHANGES.replace(
+    "CREATE FUNCTION pqjobs_note_changes()", "CREATE OR REPLACE FUNCTION pqjobs_note_changes()"
+)
 
 
 class Migration(migrations.Migration):
