@@ -10,22 +10,55 @@ deleted) and are pruned on their own retention, ``PQJOBS['AUDIT_RETENTION']``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connections
+from django.db import ProgrammingError, connections
 
 from . import options
 from .statuses import AuditAction
 
-__all__ = ["AuditAction", "Event", "JobAction", "job_events", "prune", "record", "record_jobs"]
+__all__ = [
+    "AuditAction",
+    "AuditNotWritable",
+    "Event",
+    "JobAction",
+    "job_events",
+    "may_prune",
+    "prune",
+    "record",
+    "record_jobs",
+]
 
 # The job page shows a job's latest events (a job retried a thousand times must not make a
 # page of a thousand rows).
 SHOWN_EVENTS = 50
 DETAIL_MAX_CHARS = 2000
+
+
+class AuditNotWritable(PermissionError):
+    """This database role may not add to the audit trail.
+
+    Raised by an operator action (with ``by=``) whose row the database refused: the change
+    it describes is rolled back with it, since an action is never done without its row.
+    """
+
+
+@contextmanager
+def _writing() -> Iterator[None]:
+    try:
+        yield
+    except ProgrammingError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) != "42501":  # insufficient_privilege
+            raise
+        raise AuditNotWritable(
+            "this database role may not add to the audit trail (INSERT on pqjobs_audit), so "
+            "it may not do operator actions: use a role with the admin grants "
+            "(docs/guides/reliability.md, the trust boundary)"
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -44,7 +77,7 @@ def record_jobs(alias: str, action: AuditAction, by: str, changed: Sequence[JobA
     if not changed:
         return
     actor = options.actor(by)
-    with connections[alias].cursor() as cursor:
+    with _writing(), connections[alias].cursor() as cursor:
         cursor.execute(
             "INSERT INTO pqjobs_audit (at, actor, action, job_id, target, detail) "
             "SELECT now(), %s, %s, t.job_id, COALESCE(t.target, j.job_type, ''), t.detail "
@@ -72,7 +105,7 @@ def record(
     """One row for an action on something other than a job: a queue or job type paused or
     resumed, a schedule enabled, disabled or run now."""
     actor = options.actor(by)
-    with connections[alias].cursor() as cursor:
+    with _writing(), connections[alias].cursor() as cursor:
         cursor.execute(
             "INSERT INTO pqjobs_audit (at, actor, action, schedule_id, target, detail) "
             "VALUES (now(), %s, %s, %s, %s, %s)",
@@ -125,10 +158,28 @@ DELETE FROM pqjobs_audit WHERE id IN (
 """
 
 
-def prune(alias: str, retention: float | None, batch: int = 5000, max_batches: int = 1000) -> int:
-    """Delete rows older than ``retention`` seconds (None: keep them), in short batches."""
+def may_prune(alias: str) -> bool:
+    """Whether this connection's role may delete from the audit trail.
+
+    The worker role of the least-privilege setup may not (nor may the admin role): the
+    audit trail is then pruned by ``prune_jobs`` run as the tables' owner.
+    """
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT has_table_privilege('pqjobs_audit', 'DELETE')")
+        return bool(cursor.fetchone()[0])
+
+
+def prune(
+    alias: str, retention: float | None, batch: int = 5000, max_batches: int = 1000
+) -> int | None:
+    """Delete rows older than ``retention`` seconds (None: keep them), in short batches.
+
+    Returns how many, or None when the connection's role may not delete audit rows.
+    """
     if retention is None:
         return 0
+    if not may_prune(alias):
+        return None
     deleted = 0
     for _ in range(max_batches):
         with connections[alias].cursor() as cursor:

@@ -10,9 +10,11 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning
+from django.db import DatabaseError
 
 from .conf import Settings, conf
 from .registry import registry
+from .schema import open_schema_advice, writable_by_everyone
 
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
@@ -29,6 +31,30 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors.extend(_check_databases())
     errors.extend(_check_queue_rates())
     return errors
+
+
+def check_database(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """The job tables' schema is not writable by every role (run with ``--database``, and
+    by ``migrate``)."""
+    alias = conf.raw("DATABASE")
+    if not databases or alias not in databases or alias not in settings.DATABASES:
+        return []
+    try:
+        schema = writable_by_everyone(alias)
+    except DatabaseError:  # unreachable, or not PostgreSQL: said by other checks and errors
+        return []
+    if schema is None:
+        return []
+    return [
+        Warning(
+            open_schema_advice(schema),
+            hint="See docs/guides/reliability.md, the trust boundary.",
+            id="pqjobs.W090",
+            obj=f"settings.DATABASES[{alias!r}]",
+        )
+    ]
 
 
 def _check_queue_rates() -> list[CheckMessage]:

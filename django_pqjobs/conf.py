@@ -362,6 +362,14 @@ class Settings:
         check="pqjobs.E022",
         meaning="Waits after consecutive infrastructure errors.",
     )
+    CONNECTION_LOSS_LIMIT = Setting(
+        3,
+        positive_int,
+        check="pqjobs.E035",
+        meaning="The n-th time in a row an attempt's handler fails because its database "
+        "connection died, the attempt is charged like any failure; the times before, it is "
+        "given back uncharged (1: always charged).",
+    )
     LISTEN_NOTIFY = Setting(
         True,
         boolean,

@@ -11,6 +11,11 @@ from datetime import timedelta
 
 Duration = timedelta | int | float
 
+# The longest delay, timeout or interval anything takes: beyond it run times leave the
+# calendar Python and PostgreSQL share (year 9999), and sums such as "timeout + stale
+# timeout" overflow. A retry delay past it failed to record and left its job running.
+MAX_DURATION = 100 * 365 * 86400.0
+
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 
@@ -36,6 +41,8 @@ def to_seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
     if seconds < 0 or (seconds == 0 and not allow_zero):
         bound = "zero or more" if allow_zero else "more than zero"
         raise ValueError(f"{what} must be {bound} seconds, got {value!r}")
+    if seconds > MAX_DURATION:
+        raise ValueError(f"{what} must be at most 100 years ({MAX_DURATION:.0f} s), got {value!r}")
     return seconds
 
 

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from enum import IntEnum
 from typing import Any, Literal
 
-from .durations import parse_duration, to_seconds
+from .durations import MAX_DURATION, parse_duration, to_seconds
 from .errors import InvalidJobOption
 from .statuses import DEPENDENCY_POLICIES, DependencyPolicy
 
@@ -34,9 +34,6 @@ ISOLATION_MODES: tuple[Isolation, ...] = ("thread", "process")
 INT_MAX = 2**31 - 1
 PRIORITY_MAX = INT_MAX
 PRIORITY_MIN = -INT_MAX
-# The longest delay, timeout or interval: beyond it run times leave the calendar Python
-# and PostgreSQL share (year 9999), and sums such as "timeout + stale timeout" overflow.
-MAX_DURATION = 100 * 365 * 86400.0
 # Run times must stay inside Python's calendar after any time zone conversion.
 EARLIEST_RUN_AFTER = datetime(1, 1, 2, tzinfo=UTC)
 LATEST_RUN_AFTER = datetime(9999, 12, 30, tzinfo=UTC)
@@ -155,12 +152,9 @@ def max_attempts(value: object, what: str = "max_attempts") -> int:
 
 def _duration(value: object, what: str, *, allow_zero: bool) -> float:
     try:
-        seconds = to_seconds(value, what, allow_zero=allow_zero)
+        return to_seconds(value, what, allow_zero=allow_zero)
     except ValueError as exc:
         raise InvalidJobOption(str(exc)) from None
-    if seconds > MAX_DURATION:
-        raise InvalidJobOption(f"{what} must be at most 100 years, got {value!r}")
-    return seconds
 
 
 def timeout(value: object, what: str = "timeout") -> float:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+import psycopg
+
 from .conf import conf
 from .errors import JobCancelled, JobTimeout, PayloadError, PermanentError, Retry
 from .printable import one_line
@@ -149,9 +151,53 @@ def classify(
         return Outcome.failure(
             AttemptOutcome.TIMEOUT, "JobTimeout", message, progress_json=progress_json
         )
+    if connection_lost(exc):
+        return Outcome.failure(
+            AttemptOutcome.RELEASED,
+            CONNECTION_LOST,
+            text,
+            final="release",
+            progress_json=progress_json,
+            summary=f"database connection lost ({summary})",
+        )
     return Outcome.failure(
         AttemptOutcome.ERROR, name, text, progress_json=progress_json, summary=summary
     )
+
+
+# The error type of an attempt given back because its database connection failed.
+CONNECTION_LOST = "DatabaseConnectionLost"
+# SQLSTATEs that say the server or the connection went away, not the statement was wrong:
+# connection exceptions, the server shutting down or in crash recovery, and a transaction
+# that finds itself read-only (a connection that now reaches a standby after a failover).
+_CONNECTION_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "25006"})
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it was raised from or during) says a database
+    connection died, rather than that the handler did something wrong.
+
+    psycopg says so with a connection-class SQLSTATE (08xxx), one of the shutdown ones, a
+    read-only transaction after a failover, or an ``OperationalError`` / ``InterfaceError``
+    with no SQLSTATE at all (a closed or broken connection); Django wraps those as its own
+    errors with psycopg's as the cause. A statement timeout or a deadlock is the handler's.
+    """
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        current = todo.pop()
+        if current is None or id(current) in seen or len(seen) > 50:
+            continue
+        seen.add(id(current))
+        if isinstance(current, psycopg.Error):
+            sqlstate = current.sqlstate
+            if sqlstate is None:
+                if isinstance(current, psycopg.OperationalError | psycopg.InterfaceError):
+                    return True
+            elif sqlstate.startswith("08") or sqlstate in _CONNECTION_SQLSTATES:
+                return True
+        todo += [current.__cause__, current.__context__]
+    return False
 
 
 def unknown_type(job_type: str) -> Outcome:

@@ -1,5 +1,6 @@
-"""Is the job database ready? One-line answers for a project that forgot ``migrate`` or
-points the job tables at a database other than PostgreSQL.
+"""Is the job database ready? One-line answers for a project that forgot ``migrate``,
+points the job tables at a database other than PostgreSQL, or keeps them in a schema every
+role may write.
 
 Checked where it costs nothing on the way that works: enqueueing looks at the connection's
 vendor (an attribute) and reads a database error only once one happened; ``run_jobs`` asks
@@ -78,4 +79,32 @@ def _missing_tables(alias: str) -> list[str]:
         f"table {model._meta.db_table}"
         for model in apps.get_app_config(APP_LABEL).get_models()
         if model._meta.db_table not in existing
+    )
+
+
+def writable_by_everyone(alias: str) -> str | None:
+    """The schema holding the job tables if PUBLIC (every role) may CREATE in it, else None.
+
+    PostgreSQL 14 and older grant that on ``public`` by default, and upgraded databases
+    keep it. Our functions never look objects up there (their search_path is pinned), but
+    any role could plant functions or operators that the application's own queries, and
+    those of other tools, resolve to (CVE-2018-1058). None too while the tables are missing.
+    """
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.oid = to_regclass('pqjobs_job') "
+            "AND has_schema_privilege('public', n.oid, 'CREATE')"
+        )
+        row = cursor.fetchone()
+    return None if row is None else str(row[0])
+
+
+def open_schema_advice(schema: str) -> str:
+    """What to do about :func:`writable_by_everyone`, in one line."""
+    quoted = '"' + schema.replace('"', '""') + '"'
+    return (
+        f"every database role may CREATE in schema {schema!r}, which holds the job tables: "
+        "any role can plant functions or operators there that queries resolve to "
+        f"(CVE-2018-1058); run REVOKE CREATE ON SCHEMA {quoted} FROM PUBLIC"
     )

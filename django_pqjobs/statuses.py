@@ -81,8 +81,10 @@ class AuditAction(models.TextChoices):
 
 
 # Where an attempt that did not succeed sends its job: "auto" back to ready while attempts
-# remain (else failed, the dead-letter state); "failed" and "cancelled" end it at once.
-EndStatus = Literal["auto", "failed", "cancelled"]
+# remain (else failed, the dead-letter state); "failed" and "cancelled" end it at once;
+# "release" gives the attempt back uncharged (its database connection died under it), a
+# bounded number of times in a row, and charges it like "auto" after that.
+EndStatus = Literal["auto", "failed", "cancelled", "release"]
 
 # How the worker recorded an attempt (the ``outcome`` of ``job_finished``, the worker's
 # counts): the job's new status, "retry" (back to ready after a backoff), "lost" (the

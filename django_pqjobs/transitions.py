@@ -4,7 +4,8 @@
       ▲                 │ ──end_attempt (attempts left)──► ready (run_after = now + backoff)
       │                 │ ──end_attempt (none left, or permanent)──► failed
       │                 │ ──end_attempt (cancel requested)──► cancelled
-      ├──release────────┤   (shutdown: the attempt is given back)
+      ├──release────────┤   (shutdown, or its database connection died under the handler:
+      │                 │    the attempt is given back, a bounded number of times in a row)
       ├──force_release──┤   (an operator's word: the attempt is given back, fenced)
       └──rescue─────────┘   (worker stopped heartbeating: ready, or failed if none left)
     ready ──cancel──► cancelled        ready ──cancel_duplicate──► cancelled (dedupe replace)
@@ -410,25 +411,49 @@ def end_attempt(
 _RELEASE = """
 WITH released AS (
     UPDATE pqjobs_job AS j
-    SET status = 'ready', attempts = j.attempts - 1, run_after = now(), heartbeat_at = NULL,
+    SET status = 'ready', attempts = j.attempts - 1,
+        run_after = now() + make_interval(secs => %(delay)s), heartbeat_at = NULL,
         updated_at = now()
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS t(id, attempt)
     WHERE j.id = t.id AND j.status = 'running' AND j.locked_by = %(worker)s
       AND j.attempts = t.attempt
+      -- given back for this reason fewer than %(limit)s times in a row: the attempt number
+      -- is used again, so its history rows of this reason are that streak
+      AND (%(limit)s::integer IS NULL OR (
+          SELECT count(*) FROM pqjobs_attempt a
+          WHERE a.job_id = j.id AND a.attempt = t.attempt AND a.error_type = %(error_type)s
+      ) < %(limit)s::integer)
     RETURNING j.id, t.attempt, j.locked_at
 ), recorded AS (
     INSERT INTO pqjobs_attempt
         (job_id, attempt, worker_id, started_at, finished_at, outcome, error_type, traceback)
-    SELECT id, attempt, %(worker)s, locked_at, now(), 'released', 'WorkerShutdown',
-           'the worker shut down before the job finished; the attempt was given back'
+    SELECT id, attempt, %(worker)s, locked_at, now(), 'released', %(error_type)s, %(error)s
     FROM released
 )
 SELECT id FROM released
 """
 
+SHUTDOWN = "WorkerShutdown"
+SHUTDOWN_NOTE = "the worker shut down before the job finished; the attempt was given back"
 
-def release(alias: str, fences: Sequence[Fence]) -> list[int]:
-    """running → ready at once, giving the attempt back (graceful shutdown)."""
+
+def release(
+    alias: str,
+    fences: Sequence[Fence],
+    *,
+    error_type: str = SHUTDOWN,
+    error: str = SHUTDOWN_NOTE,
+    delay: float = 0.0,
+    limit: int | None = None,
+) -> list[int]:
+    """running → ready, giving the attempt back (it does not count): at shutdown, and for
+    an attempt its database connection failed under (``error_type`` says which).
+
+    The job is due again after ``delay`` seconds. With ``limit``, an attempt already given
+    back ``limit`` times for this ``error_type`` is not given back again (its id is missing
+    from the result, as is a fenced-off one's): the caller then charges it. Returns the
+    ids given back.
+    """
     if not fences:
         return []
     with _cursor(alias) as cursor:
@@ -438,6 +463,10 @@ def release(alias: str, fences: Sequence[Fence]) -> list[int]:
                 "ids": [f.job_id for f in fences],
                 "attempts": [f.attempt for f in fences],
                 "worker": fences[0].worker_id,
+                "delay": float(delay),
+                "limit": limit,
+                "error_type": error_type,
+                "error": storable_error(error),
             },
         )
         return [int(r[0]) for r in cursor.fetchall()]

@@ -66,8 +66,8 @@ class Cluster:
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 
-    def url(self) -> str:
-        return f"postgres://postgres@127.0.0.1:{self.port}/{self.database}"
+    def url(self, user: str = "postgres", database: str | None = None) -> str:
+        return f"postgres://{user}@127.0.0.1:{self.port}/{database or self.database}"
 
     def connect(self) -> psycopg.Connection:
         return psycopg.connect(
@@ -75,20 +75,21 @@ class Cluster:
             autocommit=True,
         )  # fmt: skip
 
-    def env(self) -> dict[str, str]:
-        """Environment for a Django process (test settings) working on this cluster."""
+    def env(self, user: str = "postgres", database: str | None = None) -> dict[str, str]:
+        """Environment for a Django process (test settings) working on this cluster, as
+        ``user`` on ``database`` (default: the cluster's migrated one)."""
         return {
-            "DATABASE_URL": self.url(),
-            "PQJOBS_TEST_DATABASE": self.database,
+            "DATABASE_URL": self.url(user, database),
+            "PQJOBS_TEST_DATABASE": database or self.database,
             "DJANGO_SETTINGS_MODULE": "tests.settings",
         }
 
-    def manage(self, *args: str) -> None:
+    def manage(self, *args: str, user: str = "postgres", database: str | None = None) -> None:
         """``django-admin <args>`` against this cluster (migrate, shell -c ...)."""
         subprocess.run(
             [sys.executable, "-m", "django", *args],
             cwd=ROOT,
-            env={**os.environ, **self.env()},
+            env={**os.environ, **self.env(user, database)},
             check=True,
             stdout=subprocess.DEVNULL,
         )

@@ -30,7 +30,7 @@ from ..options import Isolation
 from ..outcomes import Outcome
 from ..registry import JobType, registry
 from ..statuses import Recorded
-from .db import drop_connections_closed_by_server, thread_connections
+from .db import drop_connections_closed_by_server, reset_connection, thread_connections
 from .isolation import run_in_child
 from .recorder import completion_of
 from .run_settings import RunSettings
@@ -194,9 +194,16 @@ class Executor:
             raise JobTimeout(f"job ran past its timeout of {timeout} s") from None
 
     def _classify(self, slot: Slot, exc: BaseException) -> Outcome:
-        return outcomes.classify(
+        outcome = outcomes.classify(
             exc, timeout=slot.job.timeout_seconds, progress_json=slot.ctx.progress_json()
         )
+        if outcome.final == "release":
+            # a connection that still works may reach a server that is now read-only (a
+            # standby after a failover): the next job opens fresh ones
+            for conn in connections.all(initialized_only=True):
+                if not conn.in_atomic_block:
+                    reset_connection(conn.alias)
+        return outcome
 
     def _drop_broken_connections(self) -> None:
         """A handler's error may have broken this thread's connections: drop those, so the

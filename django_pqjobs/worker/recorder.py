@@ -25,8 +25,9 @@ from django.db import DatabaseError
 
 from .. import signals, transitions
 from ..conf import conf
+from ..durations import to_seconds
 from ..outcomes import Outcome
-from ..policies import DelaySequence
+from ..policies import DelaySequence, StepBackoff
 from ..printable import printable
 from ..registry import registry
 from ..statuses import AttemptOutcome, Recorded
@@ -39,6 +40,7 @@ logger = logging.getLogger("django_pqjobs")
 # What the recorder reports for an outcome it could not write before the worker gave up
 # (shutdown during a database outage): the job stays running and is rescued later.
 UNRECORDED: Recorded = "unrecorded"
+DEFAULT_BACKOFF = StepBackoff()
 
 
 class Unrecorded(Exception):
@@ -46,10 +48,23 @@ class Unrecorded(Exception):
 
 
 def retry_delay(job_type: str, attempt: int) -> float:
-    """The backoff before retrying attempt ``attempt`` of ``job_type``."""
+    """The backoff before retrying attempt ``attempt`` of ``job_type``.
+
+    A policy that raises, or gives anything but a duration of 0 to 100 years, is a bug in
+    the policy, not the job's: it is logged and the default policy decides (a delay past
+    the calendar could not be written, and the job would stay running until rescued).
+    """
     known = registry.resolve(job_type)
     policy = known.backoff if known is not None and known.backoff is not None else conf.BACKOFF
-    return float(policy.delay(attempt))
+    try:
+        return to_seconds(policy.delay(attempt), f"the backoff of job type {job_type!r}")
+    except Exception:
+        logger.exception(
+            "the backoff policy of job type %r failed for attempt %s; using the default one",
+            printable(job_type),
+            attempt,
+        )
+        return DEFAULT_BACKOFF.delay(attempt)
 
 
 def completion_of(slot: Slot, outcome: Outcome) -> Completion:
@@ -139,6 +154,11 @@ class Recorder:
         self.on_recorded_all(recorded)
 
     def _write_failure(self, slot: Slot, outcome: Outcome) -> None:
+        if outcome.final == "release":
+            released = self._release_after_connection_loss(slot, outcome)
+            if released is not None:
+                return
+            outcome = charged(outcome)
         delay = 0.0
         if outcome.final == "auto":
             delay = (
@@ -181,6 +201,36 @@ class Recorder:
                 self.report(slot, outcome, "lost")
             return
         self.report(slot, outcome, UNRECORDED)
+
+    def _release_after_connection_loss(self, slot: Slot, outcome: Outcome) -> Outcome | None:
+        """Give the attempt back uncharged (its database connection died under the
+        handler), due again after the first loop-error wait, unless this attempt met that
+        ``CONNECTION_LOSS_LIMIT - 1`` times in a row already. Returns None when the caller
+        must charge it (or it was no longer ours: charging is then fenced off too)."""
+        delay = self.retry_delays.delay(0)
+
+        def release() -> list[int]:
+            return transitions.release(
+                self.alias,
+                [slot.fence],
+                error_type=outcome.error_type,
+                error=outcome.error,
+                delay=delay,
+                limit=conf.CONNECTION_LOSS_LIMIT - 1,
+            )
+
+        try:
+            released = self._persist(release)
+        except Unrecorded:
+            self.report(slot, outcome, UNRECORDED)
+            return outcome
+        except DatabaseError:
+            logger.exception("the database refused to give back job %s", slot.job.id)
+            return None
+        if slot.fence.job_id not in released:
+            return None
+        self.report(slot, outcome, "released", delay=delay)
+        return outcome
 
     def _persist(self, operation: Callable[[], Any]) -> Any:
         """Run a write, reconnecting through database restarts for as long as it takes
@@ -284,6 +334,17 @@ class Recorder:
                 summary,
                 extra=fields,
             )
+        elif status == "released":
+            logger.warning(
+                "job %s %s attempt %s/%s: %s; given back uncharged, due again in %.1f s",
+                job.id,
+                name,
+                job.attempts,
+                job.max_attempts,
+                summary,
+                delay,
+                extra=fields,
+            )
         elif status == "lost":
             logger.warning(
                 "job %s %s attempt %s was lost (rescued elsewhere); its outcome was discarded",
@@ -301,6 +362,18 @@ class Recorder:
                 job.attempts,
                 extra=fields,
             )
+
+
+def charged(outcome: Outcome) -> Outcome:
+    """A lost connection met too many times in a row: an error like any other."""
+    return Outcome.failure(
+        AttemptOutcome.ERROR,
+        outcome.error_type,
+        f"{outcome.error}\n(the database connection was lost {conf.CONNECTION_LOSS_LIMIT} "
+        "times in a row in this attempt: it counts)",
+        progress_json=outcome.progress_json,
+        summary=outcome.summary,
+    )
 
 
 def _refused(outcome: Outcome, exc: DatabaseError) -> Outcome:

@@ -21,7 +21,7 @@ from ..helpers import planned_inside
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-NOTE = "INSERT INTO pqjobs_settle"
+NOTE = "INSERT INTO public.pqjobs_settle"  # the test database keeps its tables in public
 JOINS = ("Nested Loop", "Hash Join", "Merge Join")
 
 

@@ -51,6 +51,7 @@ class Roles:
     worker: str
     admin: str
     worker_login: str  # a LOGIN member of the worker group, as a deployment would have
+    admin_login: str  # a LOGIN member of the admin group (operators' commands)
 
 
 @pytest.fixture
@@ -61,6 +62,7 @@ def roles() -> Iterator[Roles]:
         worker=f"pqjobs_worker_{suffix}",
         admin=f"pqjobs_admin_{suffix}",
         worker_login=f"pqjobs_worker_login_{suffix}",
+        admin_login=f"pqjobs_admin_login_{suffix}",
     )
     documented = documented_sql("guides/reliability.md", "grants")
     grants = re.sub(
@@ -71,11 +73,12 @@ def roles() -> Iterator[Roles]:
         with connection.cursor() as cursor:
             cursor.execute(grants)
             cursor.execute(f"CREATE ROLE {made.worker_login} LOGIN IN ROLE {made.worker}")
+            cursor.execute(f"CREATE ROLE {made.admin_login} LOGIN IN ROLE {made.admin}")
         yield made
     finally:
         with connection.cursor() as cursor:
             cursor.execute("RESET ROLE")
-            for role in (made.worker_login, made.web, made.worker, made.admin):
+            for role in (made.worker_login, made.admin_login, made.web, made.worker, made.admin):
                 cursor.execute(
                     "SELECT 1 FROM pg_roles WHERE rolname = %s", [role]
                 )  # a failed setup may have stopped before creating it
@@ -167,27 +170,34 @@ def test_a_worker_with_only_the_worker_grants_does_everything_a_worker_does(role
     assert "permission denied" not in output, output
     assert "Traceback" not in output, output
     assert not WorkerRecord.objects.filter(worker_id="least-privileged").exists()
-    # The maintenance commands need nothing more.
-    for command in (
-        ["reap_stale"],
-        ["prune_jobs"],
-        ["list_schedules"],
-        ["trigger_schedule", "every-second"],
-    ):
-        done = subprocess.run(
-            [sys.executable, "-m", "django", *command],
-            cwd=ROOT,
-            env={
-                **os.environ,
-                **as_worker,
-                "DJANGO_SETTINGS_MODULE": "tests.settings",
-                "PQJOBS_TEST_DATABASE": connection.settings_dict["NAME"],
-            },
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+    # The maintenance commands need nothing more; the audit trail is left to the owner.
+    for command in (["reap_stale"], ["prune_jobs"], ["list_schedules"]):
+        done = manage(command, as_worker)
         assert done.returncode == 0, (command, done.stdout, done.stderr)
+        if command == ["prune_jobs"]:
+            assert "operator actions: not pruned" in done.stdout
+    # An operator action is not the worker's: refused with the reason, nothing enqueued.
+    before = Job.objects.filter(schedule_id=schedule.pk).count()
+    refused = manage(["trigger_schedule", "every-second"], as_worker)
+    assert refused.returncode == 1
+    assert "may not add to the audit trail" in refused.stderr, refused.stderr
+    assert Job.objects.filter(schedule_id=schedule.pk).count() == before
+
+
+def manage(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "django", *command],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            **env,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "PQJOBS_TEST_DATABASE": connection.settings_dict["NAME"],
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_batches_and_dependencies_need_only_the_documented_grants(roles):
@@ -332,3 +342,70 @@ def test_the_worker_role_cannot_delete_schedules(roles):
     Schedule.objects.create(name="s", job_type="tests.noop", interval_seconds=60)
     with acting_as(roles.worker):
         assert denied("DELETE FROM pqjobs_schedule")
+
+
+def test_operator_commands_run_with_the_admin_grants(roles):
+    schedule = Schedule.objects.create(name="nightly", job_type="tests.noop", interval_seconds=60)
+    host, port = connection.settings_dict["HOST"], connection.settings_dict["PORT"]
+    as_admin = {"DATABASE_URL": f"postgres://{roles.admin_login}@{host}:{port}/unused"}
+    done = manage(["trigger_schedule", "nightly", "--by", "alice"], as_admin)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert Job.objects.filter(schedule_id=schedule.pk).count() == 1
+    assert OperatorAction.objects.get(schedule_id=schedule.pk).actor == "alice"
+
+
+INTERNAL_FUNCTIONS = (
+    "SELECT pqjobs_batch_finished(1)",
+    "SELECT pqjobs_settle()",
+    "SELECT pqjobs_note_changes()",
+    "SELECT pqjobs_flow_rows()",
+    "SELECT pqjobs_flow_slot_freed()",
+    "SELECT pqjobs_announce_finish()",
+)
+# The "may not" column of the guide's role table, statement by statement.
+MAY_NOT = {
+    "web": (
+        "DELETE FROM pqjobs_job",
+        "SELECT * FROM pqjobs_attempt",
+        "INSERT INTO pqjobs_attempt (job_id, attempt, worker_id, outcome) "
+        "VALUES (1, 1, 'w', 'error')",
+        "DELETE FROM pqjobs_attempt",
+        "SELECT * FROM pqjobs_worker",
+        "INSERT INTO pqjobs_worker (worker_id, hostname, concurrency) VALUES ('x', 'h', 1)",
+        "SELECT * FROM pqjobs_schedule",
+        "UPDATE pqjobs_schedule SET enabled = false",
+        "SELECT * FROM pqjobs_audit",
+        "INSERT INTO pqjobs_pause (kind, name) VALUES ('queue', 'q')",
+        "SELECT pqjobs_claim('w', 1)",
+        *INTERNAL_FUNCTIONS,
+    ),
+    "worker": (
+        "DELETE FROM pqjobs_schedule",
+        "INSERT INTO pqjobs_pause (kind, name) VALUES ('queue', 'q')",
+        "DELETE FROM pqjobs_pause",
+        "INSERT INTO pqjobs_audit (actor, action, target, detail) "
+        "VALUES ('alice', 'retry', '', '')",
+        "UPDATE pqjobs_audit SET actor = 'mallory'",
+        "DELETE FROM pqjobs_audit",
+        *INTERNAL_FUNCTIONS,
+    ),
+    "admin": (
+        "INSERT INTO pqjobs_worker (worker_id, hostname, concurrency) VALUES ('x', 'h', 1)",
+        "UPDATE pqjobs_worker SET concurrency = 1",
+        "DELETE FROM pqjobs_worker",
+        "UPDATE pqjobs_audit SET actor = 'mallory'",
+        "DELETE FROM pqjobs_audit",
+        "INSERT INTO pqjobs_key_slot (key, running, last_grant) VALUES ('k', 0, 0)",
+        "SELECT pqjobs_claim('w', 1)",
+        *INTERNAL_FUNCTIONS,
+    ),
+}
+
+
+@pytest.mark.parametrize("group", sorted(MAY_NOT))
+def test_every_may_not_of_the_guide_is_refused(roles, group):
+    OperatorAction.objects.create(actor="alice", action="retry", job_id=1)
+    with acting_as(getattr(roles, group)):
+        allowed = [statement for statement in MAY_NOT[group] if not denied(statement)]
+    assert allowed == []
+    assert OperatorAction.objects.get().actor == "alice"

@@ -357,3 +357,70 @@ def test_a_job_types_finish_callback_gets_its_own_attempts_and_may_raise(worker_
         registry.unregister("tests.echo")
         registry.register(echo)
     assert sorted(seen) == sorted([(raising, "done"), (fine, "done")])
+
+
+# --- infrastructure errors are not the job's fault -----------------------------------------
+
+
+def test_a_connection_that_dies_under_the_handler_does_not_cost_an_attempt(worker_factory):
+    worker_factory(concurrency=2)
+    job_id = enqueue_job("tests.lose_connection", {"lose": 2})  # max_attempts=1
+    job = wait_status(job_id, "done", timeout=20)
+    assert job.result == {"runs": 3} and job.attempts == 1 and job.max_attempts == 1
+    history = list(
+        JobAttempt.objects.filter(job_id=job_id).values_list("attempt", "outcome", "error_type")
+    )
+    assert history == [(1, "released", "DatabaseConnectionLost")] * 2
+    traceback = JobAttempt.objects.filter(job_id=job_id).first().traceback
+    assert "terminating connection" in traceback
+
+
+def test_a_handler_that_always_breaks_its_connection_is_charged_the_third_time(worker_factory):
+    worker_factory()
+    job_id = enqueue_job("tests.lose_connection", {"lose": 99})
+    job = wait_status(job_id, "failed", timeout=20)
+    assert job.attempts == 1 and job.error_type == "DatabaseConnectionLost"
+    assert list(JobAttempt.objects.filter(job_id=job_id).values_list("outcome", flat=True)) == [
+        "released",
+        "released",
+        "error",
+    ]
+    assert "lost 3 times in a row" in job.last_error
+
+
+def test_the_limit_of_uncharged_connection_losses_is_a_setting(worker_factory, settings):
+    settings.PQJOBS = {**settings.PQJOBS, "CONNECTION_LOSS_LIMIT": 1}
+    worker_factory()
+    job_id = enqueue_job("tests.lose_connection", {"lose": 1})
+    assert wait_status(job_id, "failed", timeout=20).error_type == "DatabaseConnectionLost"
+    assert list(JobAttempt.objects.filter(job_id=job_id).values_list("outcome", flat=True)) == [
+        "error"
+    ]
+
+
+# --- absurd delays --------------------------------------------------------------------------
+
+
+def test_a_retry_delay_past_a_century_fails_the_attempt_clearly(worker_factory):
+    worker = worker_factory()
+    job_id = enqueue_job("tests.retry_in_forever")  # max_attempts=3, backoff 0.05 s
+    for attempt in (1, 2):
+        wait_for(lambda n=attempt: JobAttempt.objects.filter(job_id=job_id).count() == n)
+        worker._wake.set()
+    job = wait_status(job_id, "failed", timeout=20)
+    assert job.attempts == 3 and job.error_type == "ValueError"
+    assert "Retry(delay=...) must be at most 100 years" in job.last_error
+    assert JobAttempt.objects.filter(job_id=job_id, outcome="error").count() == 3
+
+
+def test_a_backoff_policy_past_a_century_is_replaced_by_the_default(worker_factory, caplog):
+    worker_factory()
+    job_id = enqueue_job("tests.bad_backoff")
+    wait_for(lambda: JobAttempt.objects.filter(job_id=job_id).exists())
+    job = Job.objects.get(pk=job_id)
+    assert job.status == "ready" and job.attempts == 1
+    waits = (job.run_after - job.updated_at).total_seconds()
+    assert 54 <= waits <= 66  # the default policy's first step, 60 s ± 10 %
+    assert any(
+        "backoff policy of job type 'tests.bad_backoff' failed" in r.message for r in caplog.records
+    )

@@ -6,7 +6,7 @@ import math
 import os
 import time
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 
 from django_pqjobs import JobContext, PermanentError, Retry, StepBackoff, job
@@ -327,3 +327,28 @@ def batch_counts(ctx: JobContext) -> dict:
     batch = ctx.batch
     assert batch is not None
     return {"batch": batch.id, "done": batch.done, "failed": batch.failed}
+
+
+# --- the trust boundary: infrastructure errors and absurd delays ---------------------------
+
+
+@job("tests.lose_connection", max_attempts=1)
+def lose_connection(ctx: JobContext) -> dict:
+    """Its database connection dies under it (as in a restart) on the first ``lose`` runs
+    (counted by Effect rows, written before the connection is cut), then it succeeds."""
+    runs = Effect.objects.filter(key__startswith=f"lost:{ctx.job.id}:").count()
+    if runs < ctx.job.payload["lose"]:
+        Effect.objects.create(key=f"lost:{ctx.job.id}:{runs}", worker=ctx.worker_id)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    return {"runs": runs + 1}
+
+
+@job("tests.retry_in_forever", max_attempts=3, backoff=[0.05])
+def retry_in_forever(ctx: JobContext) -> None:
+    raise Retry("later", delay=1e13)
+
+
+@job("tests.bad_backoff", max_attempts=2, backoff=lambda attempt: 1e13)
+def bad_backoff(ctx: JobContext) -> None:
+    raise ValueError("boom")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import psycopg
 import pytest
 
 from django_pqjobs import outcomes
@@ -112,3 +113,67 @@ def raised_from_worker_frames(handler) -> BaseException:
 def test_unknown_type_fails_for_good_naming_the_type():
     outcome = outcomes.unknown_type("nope")
     assert outcome.final == "failed" and "no handler registered for 'nope'" in outcome.error
+
+
+# --- a database connection that died is not the handler's failure --------------------------
+
+
+def _wrapped(cause: BaseException, django_class: type[Exception]) -> Exception:
+    """As Django raises psycopg's errors: its own class, psycopg's error as the cause."""
+    try:
+        raise django_class(str(cause)) from cause
+    except Exception as exc:
+        return exc
+
+
+@pytest.mark.parametrize(
+    "cause",
+    [
+        psycopg.errors.AdminShutdown("terminating connection due to administrator command"),
+        psycopg.errors.CrashShutdown("crash"),
+        psycopg.errors.CannotConnectNow("the database system is starting up"),
+        psycopg.errors.ConnectionFailure("connection failure"),
+        psycopg.errors.ReadOnlySqlTransaction("cannot execute INSERT in a read-only transaction"),
+        psycopg.OperationalError("consuming input failed: server closed the connection"),
+        psycopg.InterfaceError("the connection is closed"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_a_lost_connection_gives_the_attempt_back(cause):
+    from django.db import utils
+
+    for error in (cause, _wrapped(cause, utils.OperationalError)):
+        outcome = outcomes.classify(error)
+        assert outcome.final == "release" and outcome.error_type == "DatabaseConnectionLost"
+        assert outcome.attempt_outcome == "released"
+    try:  # raised while handling it, or from it, in the handler's own code
+        try:
+            raise cause
+        except psycopg.Error as exc:
+            raise RuntimeError("could not save the invoice") from exc
+    except RuntimeError as chained:
+        assert outcomes.classify(chained).final == "release"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        psycopg.errors.QueryCanceled("canceling statement due to statement timeout"),
+        psycopg.errors.DeadlockDetected("deadlock detected"),
+        psycopg.errors.UniqueViolation("duplicate key"),
+        psycopg.errors.UndefinedTable("relation does not exist"),
+        ValueError("bad input"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_errors_of_the_handlers_own_queries_are_charged(error):
+    assert outcomes.classify(error).final == "auto"
+
+
+def test_retry_and_permanent_error_win_over_a_lost_connection():
+    lost = psycopg.errors.AdminShutdown("terminating connection")
+    for explicit, final in ((Retry("later"), "auto"), (PermanentError("no"), "failed")):
+        try:
+            raise explicit from lost
+        except Exception as exc:
+            assert outcomes.classify(exc).final == final

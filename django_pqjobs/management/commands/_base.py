@@ -7,6 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ...audit import AuditNotWritable
 from ...conf import conf
 
 
@@ -30,7 +31,10 @@ class PQJobsCommand(BaseCommand):
 
     def execute(self, *args: Any, **options: Any) -> str | None:
         self.verbosity = options.get("verbosity", 1)
-        return super().execute(*args, **options)
+        try:
+            return super().execute(*args, **options)
+        except AuditNotWritable as exc:
+            raise CommandError(str(exc)) from exc
 
     def alias(self, options: dict[str, Any]) -> str:
         """The ``--database`` alias, else ``PQJOBS['DATABASE']``; must be in DATABASES."""

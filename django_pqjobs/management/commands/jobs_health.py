@@ -6,9 +6,11 @@ import sys
 from typing import Any
 
 from django.core.management.base import CommandParser
+from django.db import DatabaseError
 
 from ... import health
 from ...printable import printable
+from ...schema import open_schema_advice, writable_by_everyone
 from ._arguments import duration, positive_int, queue_name
 from ._base import PQJobsCommand
 
@@ -91,5 +93,16 @@ class Command(PQJobsCommand):
             )
         verdict = health.combine(checks) if checks else health.Health(0, "ok: nothing to check")
         self.summary(printable(verdict.line))
+        self._warn_about_the_schema(alias)
         if not verdict.ok:
             sys.exit(verdict.status)
+
+    def _warn_about_the_schema(self, alias: str) -> None:
+        """A warning on stderr (the verdict and exit status are unchanged) when every role
+        may create objects in the job tables' schema."""
+        try:
+            schema = writable_by_everyone(alias)
+        except DatabaseError:  # unreachable: the verdict already says so
+            return
+        if schema is not None and self.verbosity >= 1:
+            self.stderr.write(f"warning: {printable(open_schema_advice(schema))}")

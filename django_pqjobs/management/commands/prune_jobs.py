@@ -44,5 +44,11 @@ class Command(PQJobsCommand):
         self.summary(f"batches: deleted {prune_batches(alias, retention)} (finished, no job left)")
         kept = conf.AUDIT_RETENTION
         actions = audit.prune(alias, kept)
+        if actions is None:
+            self.summary(
+                "operator actions: not pruned (this database role may not delete from "
+                "pqjobs_audit; run prune_jobs as the tables' owner)"
+            )
+            return
         rule = "kept forever" if kept is None else f"older than {kept:g} s"
         self.summary(f"operator actions: deleted {actions} ({rule})")

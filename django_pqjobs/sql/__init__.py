@@ -1,0 +1,57 @@
+"""The database layer's SQL, as files: what PostgreSQL holds for django-pqjobs besides the
+tables Django's migrations create.
+
+- ``schema/``: the live truth. Every function and trigger as it is in a database migrated
+  to the newest migration, and who may call each (``privileges.sql``). Read these to know
+  what runs in the database; a test migrates a fresh database and fails if the files and
+  the catalog differ.
+- ``migrations/``: whole files that migrations run (``NNNN_name.up.sql`` and
+  ``.down.sql``), frozen once released: a change to a function is a new migration whose file
+  holds the new definition, and the same edit in ``schema/``.
+
+In the files, ``:"schema".`` stands for the schema of the job tables (where Django created
+them, ``public`` unless the connection's search_path says otherwise): every function pins
+its search_path to ``pg_catalog, pg_temp`` and names our objects with their schema, so no
+object another role creates is ever looked up in them.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+__all__ = ["SCHEMA_FILES", "read", "render", "run", "tables_schema"]
+
+# In the order they are run: functions before the triggers that call them, privileges last.
+SCHEMA_FILES = (
+    "schema/enqueue.sql",
+    "schema/claim.sql",
+    "schema/flow.sql",
+    "schema/composition.sql",
+    "schema/privileges.sql",
+)
+PLACEHOLDER = ':"schema".'
+
+
+def read(name: str) -> str:
+    """The text of one file of this package, e.g. ``"schema/claim.sql"``."""
+    return resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
+
+
+def tables_schema(cursor: Any) -> str:
+    """The schema that holds ``pqjobs_job``, quoted as an identifier if it needs to be."""
+    cursor.execute(
+        "SELECT quote_ident(n.nspname) FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = 'pqjobs_job'::regclass"
+    )
+    return str(cursor.fetchone()[0])
+
+
+def render(text: str, schema: str) -> str:
+    """``text`` with the placeholder replaced by the schema (as :func:`tables_schema` gives)."""
+    return text.replace(PLACEHOLDER, f"{schema}.")
+
+
+def run(cursor: Any, name: str) -> None:
+    """Run one file (all its statements) for the job tables' schema."""
+    cursor.execute(render(read(name), tables_schema(cursor)))

@@ -1,0 +1,294 @@
+-- Batches, dependencies and wait_for(): their bookkeeping is done by the database, so it
+-- holds however a job's status changes (worker, rescue, admin, code) and whoever changes it.
+--
+-- A statement trigger notes each member or prerequisite that becomes finished (or
+-- unfinished again: Retry), or is deleted while active, in the unlogged pqjobs_settle; a
+-- deferred trigger settles the transaction's notes at its commit: dependents become ready
+-- (or cancelled), then batch counts move and a batch whose last member finished gets its
+-- callbacks. Settling takes the row locks of dependents and batches in id order, so workers
+-- finishing members of the same batches never deadlock, and the batch row lock makes
+-- exactly one transaction see its last member finish.
+--
+-- Status changes made here: waiting → ready (the last dependency done), waiting →
+-- cancelled (a dependency failed, was cancelled or deleted, and the dependent cancels).
+-- The functions run with the owner's rights (SECURITY DEFINER) so that roles that finish,
+-- cancel or delete jobs need no grant on pqjobs_settle or pqjobs_batch; no client role may
+-- call them (privileges.sql), but pqjobs_batch_seal().
+
+-- The statement trigger's note. Old and new rows are matched by grouping on the job id, not
+-- by a join: PL/pgSQL keeps the plan made for the session's first statement, and no plan of
+-- a grouping is quadratic whatever size it was made for. JIT off: a plan made for a large
+-- statement must not be compiled again at every small one. A statement touching no batch
+-- member or prerequisite (plain jobs: the hot path) stops at the first scan.
+CREATE OR REPLACE FUNCTION :"schema".pqjobs_note_changes() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    first boolean;
+    noted integer;
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        first := current_setting('pqjobs.unsettled', true) IS DISTINCT FROM 'on';
+        INSERT INTO :"schema".pqjobs_settle
+        SELECT txid_current(), o.id, o.batch_id, o.has_dependents, o.status, 'deleted',
+               first AND row_number() OVER () = 1
+        FROM pqjobs_old o
+        WHERE (o.batch_id IS NOT NULL OR o.has_dependents) AND o.status NOT IN ('done', 'failed', 'cancelled');
+    ELSE
+        -- (in this branch: the DELETE trigger has no pqjobs_new)
+        IF NOT EXISTS (
+            SELECT FROM pqjobs_new n WHERE n.batch_id IS NOT NULL OR n.has_dependents
+        ) THEN
+            RETURN NULL;
+        END IF;
+        first := current_setting('pqjobs.unsettled', true) IS DISTINCT FROM 'on';
+        -- Each changed row's old and new versions, matched by grouping on the id rather
+        -- than by a join: no plan of a grouping is quadratic, whatever size it was made for.
+        INSERT INTO :"schema".pqjobs_settle
+        SELECT txid_current(), c.id, c.batch_id, c.has_dependents, c.old_status,
+               c.new_status, first AND row_number() OVER () = 1
+        FROM (
+            SELECT v.id, max(v.batch_id) AS batch_id,
+                   bool_or(v.has_dependents) AS has_dependents,
+                   max(v.old_status) AS old_status, max(v.new_status) AS new_status
+            FROM (
+                SELECT n.id, n.batch_id, n.has_dependents, NULL::text AS old_status,
+                       n.status::text AS new_status
+                FROM pqjobs_new n
+                WHERE n.batch_id IS NOT NULL OR n.has_dependents
+                UNION ALL
+                SELECT o.id, NULL, NULL, o.status::text, NULL
+                FROM pqjobs_old o
+            ) v
+            GROUP BY v.id
+        ) c
+        WHERE c.new_status IS NOT NULL
+          AND (c.old_status IN ('done', 'failed', 'cancelled')) <> (c.new_status IN ('done', 'failed', 'cancelled'));
+    END IF;
+    GET DIAGNOSTICS noted = ROW_COUNT;
+    IF first AND noted > 0 THEN
+        PERFORM set_config('pqjobs.unsettled', 'on', true);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS pqjobs_job_composed_status ON :"schema".pqjobs_job;
+CREATE TRIGGER pqjobs_job_composed_status
+AFTER UPDATE ON :"schema".pqjobs_job
+REFERENCING OLD TABLE AS pqjobs_old NEW TABLE AS pqjobs_new
+FOR EACH STATEMENT
+EXECUTE FUNCTION :"schema".pqjobs_note_changes();
+
+DROP TRIGGER IF EXISTS pqjobs_job_composed_deleted ON :"schema".pqjobs_job;
+CREATE TRIGGER pqjobs_job_composed_deleted
+AFTER DELETE ON :"schema".pqjobs_job
+REFERENCING OLD TABLE AS pqjobs_old
+FOR EACH STATEMENT
+EXECUTE FUNCTION :"schema".pqjobs_note_changes();
+
+-- A batch finished: count the finish and enqueue its callbacks (each a prepared job in
+-- pqjobs_batch.callbacks). Called with the batch row locked, by the functions here only.
+CREATE OR REPLACE FUNCTION :"schema".pqjobs_batch_finished(p_batch bigint) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    b :"schema".pqjobs_batch%ROWTYPE;
+    kind text;
+    spec jsonb;
+    queues text[] := '{}';
+BEGIN
+    UPDATE :"schema".pqjobs_batch SET finished_at = now(), finishes = finishes + 1
+    WHERE id = p_batch RETURNING * INTO b;
+    FOREACH kind IN ARRAY ARRAY['success', 'failure', 'finish'] LOOP
+        CONTINUE WHEN kind = 'success' AND (b.failed > 0 OR b.cancelled > 0);
+        CONTINUE WHEN kind = 'failure' AND b.failed = 0;
+        spec := b.callbacks -> kind;
+        CONTINUE WHEN spec IS NULL;
+        INSERT INTO :"schema".pqjobs_job (
+            job_type, queue, payload, status, priority, attempts, max_attempts, run_after,
+            timeout_seconds, last_error, error_type, created_at, updated_at, callback_of_id
+        ) VALUES (
+            spec ->> 'job_type', spec ->> 'queue', spec -> 'payload', 'ready',
+            (spec ->> 'priority')::integer, 0, (spec ->> 'max_attempts')::integer, now(),
+            (spec ->> 'timeout')::double precision, '', '', now(), now(), p_batch
+        );
+        queues := queues || (spec ->> 'queue');
+    END LOOP;
+    IF cardinality(queues) > 0 AND :"schema".pqjobs_anyone_listens() THEN
+        PERFORM pg_notify('pqjobs', q) FROM (SELECT DISTINCT unnest(queues) AS q) u;
+    END IF;
+END
+$$;
+
+-- All members are in: a batch with none active finishes now (an empty one, or one whose
+-- members all finished before the batch was sealed). Called by batch() as it closes.
+CREATE OR REPLACE FUNCTION :"schema".pqjobs_batch_seal(p_batch bigint) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    left_active integer;
+BEGIN
+    UPDATE :"schema".pqjobs_batch SET sealed = true WHERE id = p_batch AND NOT sealed
+    RETURNING pending INTO left_active;
+    IF left_active = 0 THEN
+        PERFORM :"schema".pqjobs_batch_finished(p_batch);
+    END IF;
+END
+$$;
+
+-- Settles every note of this transaction, at its commit (fired by the first note).
+CREATE OR REPLACE FUNCTION :"schema".pqjobs_settle() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    me bigint := txid_current();
+    a_job bigint[];
+    a_batch bigint[];
+    a_dependents boolean[];
+    a_old text[];
+    a_new text[];
+    b record;
+    left_active integer;
+    is_sealed boolean;
+    released text[];
+    cascaded integer;
+BEGIN
+    -- Settles all of this transaction's notes (fired by the carrier, the first of them).
+    -- Settling may change more jobs (a cancelled dependent, say), whose notes the next
+    -- round takes: they are not carriers while the flag is on.
+    LOOP
+        WITH taken AS (DELETE FROM :"schema".pqjobs_settle WHERE txid = me RETURNING *)
+        SELECT array_agg(job_id), array_agg(batch_id), array_agg(has_dependents),
+               array_agg(old_status), array_agg(new_status)
+        INTO a_job, a_batch, a_dependents, a_old, a_new
+        FROM taken;
+        EXIT WHEN a_job IS NULL;
+        cascaded := 0;
+
+        -- Dependents of prerequisites that finished (or were deleted while active).
+        IF true = ANY(a_dependents) THEN
+            PERFORM 1 FROM :"schema".pqjobs_job j
+            WHERE j.status = 'waiting' AND j.id IN (
+                SELECT d.job_id FROM :"schema".pqjobs_dependency d JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
+                AS s(job_id, batch_id, has_dependents, old_status, new_status) ON s.job_id = d.depends_on_id
+                WHERE s.has_dependents AND s.old_status NOT IN ('done', 'failed', 'cancelled'))
+            ORDER BY j.id
+            FOR UPDATE;
+            WITH x AS (
+                SELECT d.job_id,
+                       count(*) AS finished,
+                       min(s.job_id) FILTER (WHERE s.new_status <> 'done') AS bad_id,
+                       (array_agg(s.new_status ORDER BY s.job_id)
+                            FILTER (WHERE s.new_status <> 'done'))[1] AS bad_status
+                FROM :"schema".pqjobs_dependency d JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
+                AS s(job_id, batch_id, has_dependents, old_status, new_status) ON s.job_id = d.depends_on_id
+                WHERE s.has_dependents AND s.old_status NOT IN ('done', 'failed', 'cancelled')
+                GROUP BY d.job_id
+            ), moved AS (
+                UPDATE :"schema".pqjobs_job AS j SET
+                    waiting_for = j.waiting_for - x.finished,
+                    status = CASE
+                        WHEN x.bad_id IS NOT NULL AND j.on_dependency_failure = 'cancel'
+                            THEN 'cancelled'
+                        WHEN j.waiting_for - x.finished <= 0 THEN 'ready'
+                        ELSE 'waiting' END,
+                    finished_at = CASE
+                        WHEN x.bad_id IS NOT NULL AND j.on_dependency_failure = 'cancel'
+                            THEN now() END,
+                    error_type = CASE
+                        WHEN x.bad_id IS NOT NULL AND j.on_dependency_failure = 'cancel'
+                            THEN 'DependencyFailed' ELSE j.error_type END,
+                    last_error = CASE
+                        WHEN x.bad_id IS NOT NULL AND j.on_dependency_failure = 'cancel'
+                            THEN format('dependency #%s %s', x.bad_id, CASE x.bad_status
+                                WHEN 'failed' THEN 'failed'
+                                WHEN 'cancelled' THEN 'was cancelled'
+                                ELSE 'was deleted before it finished' END)
+                        ELSE j.last_error END,
+                    updated_at = now()
+                FROM x
+                WHERE j.id = x.job_id AND j.status = 'waiting'
+                RETURNING j.status, j.queue
+            )
+            SELECT array_agg(DISTINCT queue) FILTER (WHERE status = 'ready'),
+                   count(*) FILTER (WHERE status = 'cancelled')
+            INTO released, cascaded
+            FROM moved;
+            IF released IS NOT NULL AND :"schema".pqjobs_anyone_listens() THEN
+                PERFORM pg_notify('pqjobs', q) FROM unnest(released) q;
+            END IF;
+        END IF;
+
+        -- Batch counts, batch by batch in id order; the one whose last member just
+        -- finished (and that is sealed) gets its callbacks.
+        FOR b IN
+            SELECT s.batch_id,
+                   sum((s.old_status IN ('done', 'failed', 'cancelled'))::integer
+                       - (s.new_status IN ('done', 'failed', 'cancelled') OR s.new_status = 'deleted')::integer)
+                       AS d_pending,
+                   sum((s.new_status = 'done')::integer - (s.old_status = 'done')::integer)
+                       AS d_done,
+                   sum((s.new_status = 'failed')::integer
+                       - (s.old_status = 'failed')::integer) AS d_failed,
+                   sum((s.new_status IN ('cancelled', 'deleted'))::integer
+                       - (s.old_status = 'cancelled')::integer) AS d_cancelled
+            FROM unnest(a_job, a_batch, a_dependents, a_old, a_new)
+                AS s(job_id, batch_id, has_dependents, old_status, new_status)
+            WHERE s.batch_id IS NOT NULL
+            GROUP BY s.batch_id
+            ORDER BY s.batch_id
+        LOOP
+            UPDATE :"schema".pqjobs_batch SET
+                pending = pending + b.d_pending,
+                done = done + b.d_done,
+                failed = failed + b.d_failed,
+                cancelled = cancelled + b.d_cancelled,
+                finished_at = CASE WHEN pending + b.d_pending > 0 THEN NULL
+                                   ELSE finished_at END
+            WHERE id = b.batch_id
+            RETURNING pending, sealed INTO left_active, is_sealed;
+            IF left_active = 0 AND b.d_pending < 0 AND is_sealed THEN
+                PERFORM :"schema".pqjobs_batch_finished(b.batch_id);
+            END IF;
+        END LOOP;
+        -- only a dependent cancelled here can have left notes of its own
+        EXIT WHEN cascaded = 0;
+    END LOOP;
+    PERFORM set_config('pqjobs.unsettled', '', true);
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS pqjobs_settle_at_commit ON :"schema".pqjobs_settle;
+CREATE CONSTRAINT TRIGGER pqjobs_settle_at_commit
+AFTER INSERT ON :"schema".pqjobs_settle
+DEFERRABLE INITIALLY DEFERRED
+FOR EACH ROW
+WHEN (NEW.carrier)
+EXECUTE FUNCTION :"schema".pqjobs_settle();
+
+-- wait_for(): the finish of a job someone waits on is announced (payload: the job id). Runs
+-- with the rights of whoever finished the job (it only sends a notification).
+CREATE OR REPLACE FUNCTION :"schema".pqjobs_announce_finish() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pg_notify('pqjobs_finished', NEW.id::text);
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS pqjobs_job_waited_finished ON :"schema".pqjobs_job;
+CREATE TRIGGER pqjobs_job_waited_finished
+AFTER UPDATE OF status ON :"schema".pqjobs_job
+FOR EACH ROW
+WHEN (NEW.waited_on AND NEW.status IN ('done', 'failed', 'cancelled')
+      AND OLD.status NOT IN ('done', 'failed', 'cancelled'))
+EXECUTE FUNCTION :"schema".pqjobs_announce_finish();

@@ -1,0 +1,85 @@
+"""``django_pqjobs/sql/schema/`` is what ``migrate`` produces: the files cannot drift.
+
+The suite's database was migrated from scratch. Running every schema file again over it
+(inside a transaction that is rolled back) must change nothing the catalog says about our
+functions and triggers: their definitions, settings, owners and privileges; and the files
+must name every function and trigger the database has.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+
+from django_pqjobs import sql
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+_CATALOG = """
+SELECT 'function ' || p.oid::regprocedure::text,
+       pg_get_functiondef(p.oid) || ' owner=' || pg_get_userbyid(p.proowner)
+       || ' acl=' || coalesce(p.proacl::text, 'default')
+FROM pg_proc p WHERE p.pronamespace = %(schema)s::regnamespace AND p.proname LIKE 'pqjobs%%'
+UNION ALL
+SELECT 'trigger ' || t.tgname || ' on ' || t.tgrelid::regclass::text,
+       pg_get_triggerdef(t.oid) || ' enabled=' || t.tgenabled::text
+FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+WHERE NOT t.tgisinternal AND c.relnamespace = %(schema)s::regnamespace
+  AND c.relname LIKE 'pqjobs%%'
+ORDER BY 1
+"""
+
+
+def catalog(cursor: Any, schema: str) -> dict[str, str]:
+    cursor.execute(_CATALOG, {"schema": schema})
+    return dict(cursor.fetchall())
+
+
+def test_the_schema_files_are_what_migrate_made():
+    with connection.cursor() as cursor:
+        schema = sql.tables_schema(cursor)
+        before = catalog(cursor, schema)
+        with transaction.atomic():
+            # as PostgreSQL gives every new function: the files must take it back
+            cursor.execute(
+                "SELECT string_agg(p.oid::regprocedure::text, ', ') FROM pg_proc p "
+                "WHERE p.pronamespace = %s::regnamespace AND p.proname LIKE 'pqjobs%%'",
+                [schema],
+            )
+            cursor.execute(f"GRANT EXECUTE ON FUNCTION {cursor.fetchone()[0]} TO PUBLIC")
+            for name in sql.SCHEMA_FILES:
+                sql.run(cursor, name)
+            after = catalog(cursor, schema)
+            transaction.set_rollback(True)
+    changed = sorted(
+        key for key in before.keys() | after.keys() if before.get(key) != after.get(key)
+    )
+    assert changed == [], f"the schema files differ from the migrated database on {changed}"
+
+
+def test_the_schema_files_name_every_function_and_trigger():
+    text = "\n".join(sql.read(name) for name in sql.SCHEMA_FILES)
+    functions = set(re.findall(r'CREATE OR REPLACE FUNCTION :"schema"\.(\w+)\(', text))
+    triggers = set(re.findall(r"CREATE (?:CONSTRAINT )?TRIGGER (\w+)", text))
+    with connection.cursor() as cursor:
+        names = catalog(cursor, sql.tables_schema(cursor)).keys()
+    assert {name.split()[1].split("(")[0] for name in names if name.startswith("function")} == (
+        functions
+    )
+    assert {name.split()[1] for name in names if name.startswith("trigger")} == triggers
+    assert len(functions) == 11 and len(triggers) == 7
+
+
+def test_every_object_of_ours_is_named_with_its_schema():
+    """With search_path pinned to pg_catalog, pg_temp, an unqualified table would be looked
+    up in the caller's temporary schema: every name of ours carries the placeholder (the
+    transition tables of the statement triggers excepted: they are no schema's)."""
+    for name in sql.SCHEMA_FILES:
+        code = re.sub(r"--[^\n]*", "", sql.read(name))
+        bare = re.findall(r'(?<![."\w])(pqjobs_\w+)\b(?!\s*(?:ON|AS|$))', code)
+        allowed = {"pqjobs_old", "pqjobs_new", "pqjobs_finished"}  # transition tables, channel
+        triggers = set(re.findall(r"TRIGGER (?:IF EXISTS )?(\w+)", code))
+        assert set(bare) - allowed - triggers == set(), name
