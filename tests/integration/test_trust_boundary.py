@@ -338,3 +338,43 @@ def test_a_schema_every_role_may_create_in_is_warned_about(db, capsys):
     captured = capsys.readouterr()
     assert captured.out.startswith("no worker")
     assert "warning: every database role may CREATE in schema 'public'" in captured.err
+
+
+# --- a database migrated before the trust boundary --------------------------------------------
+
+
+def test_migration_0016_closes_an_existing_database_and_keeps_its_roles_working(cluster):
+    """Migrated to 0015 (here: all the way, then back, which runs 0016's way back), with
+    roles granted as the guide said then (EXECUTE on functions came from PUBLIC), then
+    migrated forward: PUBLIC may call nothing, and the roles do what they did."""
+    with cluster.connect() as db:
+        db.execute("CREATE DATABASE upgraded")
+        db.execute("CREATE ROLE old_web LOGIN")
+        db.execute("CREATE ROLE old_worker LOGIN")
+    cluster.manage("migrate", "--verbosity", "0", database="upgraded")
+    cluster.manage("migrate", "django_pqjobs", "0015", "--verbosity", "0", database="upgraded")
+    upgraded = Target(cluster, "upgraded", "postgres")
+    public_may_call = (
+        "SELECT count(*) FROM pg_proc p WHERE p.proname LIKE 'pqjobs%' AND EXISTS ("
+        "SELECT FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a "
+        "WHERE a.grantee = 0)"
+    )
+    with upgraded.connect() as db:
+        assert db.execute(public_may_call).fetchone() == (11,)  # as before 0016
+        db.execute("GRANT SELECT, INSERT ON pqjobs_job TO old_web")
+        db.execute("GRANT SELECT, UPDATE ON pqjobs_job TO old_worker")
+        db.execute("GRANT SELECT ON pqjobs_pause TO old_worker")
+    cluster.manage("migrate", "--verbosity", "0", database="upgraded")
+    with upgraded.connect() as db:
+        assert db.execute(public_may_call).fetchone() == (0,)
+    enqueue = (
+        "SELECT pqjobs_enqueue('t', 'default', '{}', 0, 1, NULL, 0, NULL, NULL, NULL, NULL, "
+        "'pqjobs')"
+    )
+    with upgraded.connect("old_web") as web:
+        (job_id,) = web.execute(enqueue).fetchone()
+        assert refused(web, "SELECT pqjobs_claim('w', 1)")
+        assert refused(web, "SELECT pqjobs_batch_finished(1)")
+    with upgraded.connect("old_worker") as worker:
+        assert worker.execute("SELECT id FROM pqjobs_claim('w', 5)").fetchall() == [(job_id,)]
+        assert refused(worker, enqueue)  # it had no INSERT: it gets no enqueue
