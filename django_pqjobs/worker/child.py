@@ -46,7 +46,7 @@ def child_main(
         # RLIMIT_DATA (heap and anonymous mappings), not RLIMIT_AS: the address space of a
         # process with Django loaded is already hundreds of MB of mapped libraries.
         resource.setrlimit(resource.RLIMIT_DATA, (memory_limit, memory_limit))
-    job = Job(status="running", **fields)
+    job = Job(**fields)
     ctx = JobContext(job=job, worker_id=worker_id, attempt=job.attempts, using=alias)
     outcome = _run(job, ctx)
     connections.close_all()

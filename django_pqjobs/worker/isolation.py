@@ -51,23 +51,10 @@ def get_context() -> ForkServerContext:
 
 
 def job_fields(slot: Slot) -> dict[str, Any]:
+    """Every field of the claimed job, for the child to build the same Job from: a handler
+    sees the same job (its batch, dependencies, keys...) whichever way it runs."""
     job = slot.job
-    return {
-        "id": job.id,
-        "job_type": job.job_type,
-        "queue": job.queue,
-        "payload": job.payload,
-        "priority": job.priority,
-        "attempts": job.attempts,
-        "max_attempts": job.max_attempts,
-        "run_after": job.run_after,
-        "timeout_seconds": job.timeout_seconds,
-        "locked_at": job.locked_at,
-        "locked_by": job.locked_by,
-        "dedupe_key": job.dedupe_key,
-        "parent_id": job.parent_id,
-        "created_at": job.created_at,
-    }
+    return {field.attname: getattr(job, field.attname) for field in job._meta.concrete_fields}
 
 
 def classify_exit(exitcode: int | None) -> Outcome:

@@ -121,3 +121,38 @@ def test_hooks_run_in_the_child_for_isolated_jobs(worker_factory):
     assert child != str(os.getpid())
     assert Effect.objects.get(key=f"pre:{job_id}:1").worker == child
     assert Effect.objects.get(key=f"post:{job_id}:1:ok").worker == child
+
+
+def test_an_isolated_job_sees_the_same_context_as_in_a_thread(worker_factory):
+    """A batch member, a dependent and a flow-limited job: the child gets the whole row."""
+    from django_pqjobs import batch
+
+    seen = {}
+    for isolation in ("thread", "process"):
+        first = enqueue_job("tests.echo", {"n": 1})
+        with batch(label=isolation) as opened:
+            member = enqueue_job("tests.what_it_sees", {"k": 1}, depends_on=[first])
+        worker = worker_factory(isolation=isolation)
+        job = wait_status(member, "done", timeout=30)
+        worker.stop()
+        assert job.result["batch"] == opened.id
+        assert job.result["dependencies"] == {str(first): Job.objects.get(pk=first).result}
+        assert job.result["job"]["concurrency_key"] == "k:1"
+        assert job.result["job"]["batch_id"] == str(opened.id)
+        seen[isolation] = job.result
+    assert seen["process"]["pid"] != os.getpid() == seen["thread"]["pid"]
+    ignored = {
+        "id",
+        "batch_id",
+        "locked_by",
+        "created_at",
+        "run_after",
+        "locked_at",
+        "heartbeat_at",
+        "updated_at",
+        "started_at",
+    }  # two different jobs, claimed at other times
+    thread, process = (
+        {k: v for k, v in seen[i]["job"].items() if k not in ignored} for i in ("thread", "process")
+    )
+    assert thread == process

@@ -352,3 +352,17 @@ def retry_in_forever(ctx: JobContext) -> None:
 @job("tests.bad_backoff", max_attempts=2, backoff=lambda attempt: 1e13)
 def bad_backoff(ctx: JobContext) -> None:
     raise ValueError("boom")
+
+
+@job("tests.what_it_sees", concurrency=4, concurrency_key="k:{k}")
+def what_it_sees(ctx: JobContext) -> dict:
+    """Everything its context says about the job, whichever way it runs."""
+    from django_pqjobs.models import Job
+
+    batch = ctx.batch
+    return {
+        "pid": os.getpid(),
+        "batch": None if batch is None else batch.id,
+        "dependencies": {str(k): v for k, v in ctx.dependency_results().items()},
+        "job": {f.attname: str(getattr(ctx.job, f.attname)) for f in Job._meta.concrete_fields},
+    }
