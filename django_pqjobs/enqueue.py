@@ -105,9 +105,13 @@ def flow_of(
         )
     if concurrency is not None and key is None:
         template = known.concurrency_key if known else None
-        key = job_type if template is None else derive_key(template, payload, f"{where} key")
+        key = (
+            job_type
+            if template is None
+            else derive_key(template, payload, f"{where} concurrency_key")
+        )
     elif key is not None:
-        key = options.dedupe_key(key, f"{where} concurrency_key")
+        key = options.flow_key(key, f"{where} concurrency_key")
     rate = known.rate if known else None
     rate_key = None
     if rate is not None:

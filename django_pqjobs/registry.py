@@ -171,8 +171,10 @@ def job(
     Flow control (see docs/guides/flow-control.md): ``concurrency=N`` lets at most N jobs
     of one key run at once across all workers; the key comes from ``concurrency_key`` (a
     format string over the payload's fields such as ``"account:{account_id}"``, or a
-    callable ``fn(payload)``), else it is the job type. ``max_waiting`` also caps the jobs of
-    a key waiting to run: beyond it ``enqueue_job`` raises ``QueueFull``
+    callable ``fn(payload)``), else it is the job type; a template writes each value in one
+    canonical, escaped form (``1``, ``1.0`` and ``"01"`` give one key; ``"a:b"`` is
+    ``a%3Ab``) and refuses bools, None and control characters. ``max_waiting`` also caps
+    the jobs of a key waiting to run: beyond it ``enqueue_job`` raises ``QueueFull``
     (``when_waiting_full="refuse"``) or returns the newest waiting job's id (``"skip"``).
     ``rate="100/m"`` starts at most 100 jobs per minute (fixed windows), per ``rate_key``
     if given (same forms as ``concurrency_key``), else for the whole job type.

@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection, connections
 
-from django_pqjobs import QueueFull, enqueue_job, enqueue_many, flow, transitions
+from django_pqjobs import InvalidJobOption, QueueFull, enqueue_job, enqueue_many, flow, transitions
 from django_pqjobs.clock import database_now
 from django_pqjobs.models import Job, KeySlots, OperatorAction, RateBucket
 from django_pqjobs.transitions import Completion, Fence
@@ -94,6 +94,45 @@ def test_explicit_concurrency_key_and_type_wide_limits():
         enqueue_job("tests.noop", concurrency_key="k")
     with pytest.raises(Exception, match="needs the payload field 'k'"):
         enqueue_job("tests.limited", {})
+
+
+# the forms of 1 a payload may hold (True is refused, not a key of its own)
+ONES = [1, 1.0, "01", " 1", "1"]
+
+
+@pytest.mark.parametrize("enqueue", ["one by one", "many"])
+def test_values_that_mean_the_same_share_one_key_and_one_slot(enqueue):
+    if enqueue == "many":
+        ids = enqueue_many("tests.limited", [{"k": one} for one in ONES])
+    else:
+        ids = [enqueue_job("tests.limited", {"k": one}) for one in ONES]
+    keys = set(Job.objects.filter(pk__in=ids).values_list("concurrency_key", flat=True))
+    assert keys == {"k:1"}
+    batch = claim_jobs(DB, "w", None, 10)  # ten free slots: the key's limit of 1 decides
+    assert (len(batch.jobs), batch.blocked) == (1, 4)
+    assert KeySlots.objects.get(pk="k:1").running == 1
+    with pytest.raises(InvalidJobOption, match=r"'k' is a bool \(True\); .*because True == 1"):
+        enqueue_job("tests.limited", {"k": True})
+    assert Job.objects.count() == 5
+
+
+def test_a_separator_in_a_value_cannot_merge_two_keys():
+    first = enqueue_job("tests.per_user", {"tenant": "a:b", "user": "c"})
+    second = enqueue_job("tests.per_user", {"tenant": "a", "user": "b:c"})
+    keys = dict(Job.objects.values_list("id", "concurrency_key"))
+    assert keys == {first: "tenant:a%3Ab:user:c", second: "tenant:a:user:b%3Ac"}
+    assert {j.id for j in claim_jobs(DB, "w", None, 10).jobs} == {first, second}
+
+
+def test_a_bad_key_value_is_refused_before_anything_is_written():
+    payloads = [{"k": 1}, {"k": "acme\x07"}, {"k": 2}]  # one bad job of three
+    with pytest.raises(InvalidJobOption, match=r"field 'k' holds a control character \(U\+0007\)"):
+        enqueue_many("tests.limited", payloads)
+    with pytest.raises(InvalidJobOption, match=r"field 'k' holds a control character \(U\+0085\)"):
+        enqueue_job("tests.limited", {"k": "acme\x85"})
+    with pytest.raises(InvalidJobOption, match="must not contain control characters"):
+        enqueue_job("tests.limited", {"k": 1}, concurrency_key="acme\n")
+    assert not Job.objects.exists()
 
 
 def test_max_waiting_refuses_or_returns_the_newest_waiting_job():

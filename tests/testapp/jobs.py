@@ -264,6 +264,11 @@ def limited3(ctx: JobContext) -> None:
     time.sleep(float(ctx.job.payload.get("seconds", 0.005)))
 
 
+@job("tests.per_user", concurrency=1, concurrency_key="tenant:{tenant}:user:{user}")
+def per_user(ctx: JobContext) -> None:
+    return None
+
+
 @job("tests.rated", rate="20/s", max_attempts=1)
 def rated(ctx: JobContext) -> None:
     return None

@@ -233,3 +233,57 @@ def test_isolation_options_are_validated():
         job("x", isolation="process", memory_limit="lots")
     with pytest.raises(InvalidJobOption, match="cannot be combined"):
         job("x", isolation="process", atomic=True)
+
+
+def test_concurrency_and_rate_keys_are_built_one_way(cleanup_types):
+    cleanup_types.append("unit.keyed")
+
+    @job(
+        "unit.keyed",
+        concurrency=1,
+        concurrency_key="tenant:{tenant}",
+        rate="5/s",
+        rate_key="tenant:{tenant}:user:{user}",
+    )
+    def keyed(ctx):
+        return None
+
+    flows = {
+        (flow.concurrency_key, flow.rate_key)
+        for flow in (
+            prepare("unit.keyed", {"tenant": tenant, "user": "a:b"}).flow
+            for tenant in (7, 7.0, "07", " 7")
+        )
+    }
+    assert flows == {("tenant:7", "tenant:7:user:a%3Ab")}
+    with pytest.raises(
+        InvalidJobOption,
+        match=r"^job type 'unit.keyed' rate_key '.*': the payload field 'user' is a bool \(True\)",
+    ):
+        prepare("unit.keyed", {"tenant": 7, "user": True})
+    with pytest.raises(
+        InvalidJobOption,
+        match=r"^job type 'unit.keyed' concurrency_key '.*': the payload field 'tenant' holds a "
+        r"control character \(U\+001B\)",
+    ):
+        prepare("unit.keyed", {"tenant": "\x1b[31m", "user": "u"})
+    # a key given whole is kept as it is, but not with control characters
+    given = prepare("unit.keyed", {"tenant": 7, "user": "u"}, concurrency_key=" 07 ")
+    assert given.flow.concurrency_key == " 07 "
+    with pytest.raises(
+        InvalidJobOption,
+        match=r"^job type 'unit.keyed' concurrency_key must not contain control characters",
+    ):
+        prepare("unit.keyed", {"tenant": 7, "user": "u"}, concurrency_key="x\n")
+
+
+@pytest.mark.parametrize("option", ["concurrency_key", "rate_key"])
+def test_key_templates_that_could_merge_keys_fail_at_declaration(option):
+    limit = {"concurrency": 1} if option == "concurrency_key" else {"rate": "1/s"}
+    with pytest.raises(
+        InvalidJobOption,
+        match=rf"^@job\('unit.adjacent'\) {option} '\{{a\}}\{{b\}}': '\{{a\}}' and '\{{b\}}' "
+        "are next to each other",
+    ):
+        job("unit.adjacent", **limit, **{option: "{a}{b}"})
+    assert "unit.adjacent" not in registry
