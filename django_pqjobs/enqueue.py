@@ -21,8 +21,9 @@ from . import composition, options, schema, signals, tracing, transitions
 from .conf import conf
 from .durations import Duration
 from .errors import DuplicateJob, InvalidJobOption, QueueFull, UnknownJobType
+from .keys import derive_key, flow_key
 from .notify import channel, notify_queues
-from .options import Dedupe, WaitingFull, derive_key
+from .options import Dedupe, WaitingFull
 from .registry import JobType, registry
 from .serialization import to_json
 from .statuses import DependencyPolicy
@@ -111,7 +112,7 @@ def flow_of(
             else derive_key(template, payload, f"{where} concurrency_key")
         )
     elif key is not None:
-        key = options.flow_key(key, f"{where} concurrency_key")
+        key = flow_key(key, f"{where} concurrency_key")
     rate = known.rate if known else None
     rate_key = None
     if rate is not None:

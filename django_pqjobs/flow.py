@@ -12,7 +12,7 @@ from datetime import datetime
 
 from django.db import connections, transaction
 
-from . import audit, options, transitions
+from . import audit, keys, options, transitions
 from .audit import AuditAction
 from .conf import conf
 from .registry import registry
@@ -142,7 +142,7 @@ def declared() -> list[Declared]:
     return found
 
 
-def _describe_key(template: options.KeyTemplate | None, default: str) -> str:
+def _describe_key(template: keys.KeyTemplate | None, default: str) -> str:
     if template is None:
         return default
     if callable(template):

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from . import options
 from .durations import Duration
 from .errors import InvalidJobOption, JobTypeAlreadyRegistered
-from .options import Dedupe, Isolation, KeyTemplate, Rate, WaitingFull
+from .keys import KeyTemplate, key_template
+from .options import Dedupe, Isolation, Rate, WaitingFull
 from .policies import BackoffPolicy, make_backoff
 from .recurrence import ScheduleError, ScheduleSpec, build_spec
 
@@ -222,9 +223,7 @@ def job(
     if concurrency_key is not None:
         if concurrency is None:
             raise InvalidJobOption(f"{where}: concurrency_key needs concurrency=N")
-        chosen["concurrency_key"] = options.key_template(
-            concurrency_key, f"{where} concurrency_key"
-        )
+        chosen["concurrency_key"] = key_template(concurrency_key, f"{where} concurrency_key")
     if max_waiting is not None:
         if concurrency is None:
             raise InvalidJobOption(f"{where}: max_waiting needs concurrency=N")
@@ -237,7 +236,7 @@ def job(
     if rate_key is not None:
         if rate is None:
             raise InvalidJobOption(f"{where}: rate_key needs rate='N/period'")
-        chosen["rate_key"] = options.key_template(rate_key, f"{where} rate_key")
+        chosen["rate_key"] = key_template(rate_key, f"{where} rate_key")
     if atomic and chosen.get("isolation") == "process":
         raise InvalidJobOption(
             f"{where}: atomic=True and isolation='process' cannot be combined (the job's "

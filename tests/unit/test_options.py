@@ -11,7 +11,7 @@ from uuid import UUID
 
 import pytest
 
-from django_pqjobs import InvalidJobOption, Priority, options
+from django_pqjobs import InvalidJobOption, Priority, keys, options
 from django_pqjobs.models import Job, Schedule
 
 
@@ -148,7 +148,7 @@ def test_finite_numbers(bad):
 
 
 def key(value, template="k:{v}"):
-    return options.derive_key(template, {"v": value}, "job type 'x' concurrency_key")
+    return keys.derive_key(template, {"v": value}, "job type 'x' concurrency_key")
 
 
 class Tier(IntEnum):
@@ -231,7 +231,7 @@ def test_different_values_never_share_a_key(template):
     seen: dict[str, tuple[str, str]] = {}
     for t in _TRICKY:
         for u in _TRICKY:
-            made = options.derive_key(template, {"t": t, "u": u}, "k")
+            made = keys.derive_key(template, {"t": t, "u": u}, "k")
             assert made is not None
             meant = (t.strip(), u.strip())
             assert seen.setdefault(made, meant) == meant, (template, made)
@@ -239,8 +239,8 @@ def test_different_values_never_share_a_key(template):
 
 def test_tenant_a_b_and_user_c_is_not_tenant_a_and_user_b_c():
     template = "tenant:{tenant}:user:{user}"
-    first = options.derive_key(template, {"tenant": "a:b", "user": "c"}, "k")
-    second = options.derive_key(template, {"tenant": "a", "user": "b:c"}, "k")
+    first = keys.derive_key(template, {"tenant": "a:b", "user": "c"}, "k")
+    second = keys.derive_key(template, {"tenant": "a", "user": "b:c"}, "k")
     assert (first, second) == ("tenant:a%3Ab:user:c", "tenant:a:user:b%3Ac")
 
 
@@ -289,16 +289,16 @@ def test_control_characters_are_refused_anywhere_in_a_value(char):
 
 
 def test_a_key_function_answers_for_its_own_form_but_not_for_control_characters():
-    assert options.derive_key(lambda p: f" {p['v']} ", {"v": "01"}, "k") == " 01 "  # as given
-    assert options.derive_key(lambda p: None, {}, "k") is None
+    assert keys.derive_key(lambda p: f" {p['v']} ", {"v": "01"}, "k") == " 01 "  # as given
+    assert keys.derive_key(lambda p: None, {}, "k") is None
     with pytest.raises(
         InvalidJobOption, match=r"^k must not contain control characters \(U\+0085\)"
     ):
-        options.derive_key(lambda p: "a\x85b", {}, "k")
+        keys.derive_key(lambda p: "a\x85b", {}, "k")
     with pytest.raises(InvalidJobOption, match="NUL"):
-        options.derive_key(lambda p: "a\x00b", {}, "k")
+        keys.derive_key(lambda p: "a\x00b", {}, "k")
     with pytest.raises(InvalidJobOption, match=r"must not contain control characters \(U\+000A\)"):
-        options.flow_key("given\n", "k")
+        keys.flow_key("given\n", "k")
 
 
 @pytest.mark.parametrize(
@@ -322,11 +322,11 @@ def test_a_key_function_answers_for_its_own_form_but_not_for_control_characters(
 )
 def test_templates_that_could_not_keep_keys_apart_are_refused(template, message):
     with pytest.raises(InvalidJobOption, match=re.escape(message)):
-        options.key_template(template, "@job('x') concurrency_key")
+        keys.key_template(template, "@job('x') concurrency_key")
 
 
 @pytest.mark.parametrize(
     "template", ["{a}:{b}", "{a}/{b}", "{a} {b}", "{a}-x:{b}", "{a}:{a}", "tenant:{a}", "fixed"]
 )
 def test_templates_with_a_separator_between_fields_are_accepted(template):
-    assert options.key_template(template, "t") == template
+    assert keys.key_template(template, "t") == template
