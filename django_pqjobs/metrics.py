@@ -7,7 +7,9 @@ shows the whole queue, whatever the number of worker processes and hosts::
     from django_pqjobs.metrics import metrics_view
     urlpatterns = [path("metrics", metrics_view)]
 
-Or add :class:`JobQueueCollector` to a registry you already expose
+The view answers active staff users and requests that carry ``PQJOBS['METRICS_TOKEN']``
+as a bearer token (``PQJOBS['METRICS_PUBLIC'] = True``: anyone). Or add
+:class:`JobQueueCollector` to a registry you already expose
 (``prometheus_client.REGISTRY.register(JobQueueCollector())``).
 
 Gauges (the queue now): ``pqjobs_jobs`` per queue, job type and status (ready, running,
@@ -41,7 +43,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
         "django_pqjobs.metrics needs prometheus-client: pip install 'django-pqjobs[metrics]'"
     ) from exc
 
-from . import monitoring, stats
+from . import access, monitoring, stats
 from .conf import conf
 
 __all__ = ["JobQueueCollector", "metrics_view"]
@@ -149,8 +151,15 @@ def _histogram(
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    """The job queue's metrics in Prometheus' text format (GET; put it behind your own
-    access control, or on a port only Prometheus reaches)."""
+    """The job queue's metrics in Prometheus' text format.
+
+    Answers active staff users and requests with ``Authorization: Bearer <METRICS_TOKEN>``;
+    others get 401 (a token is configured) or 403. ``PQJOBS['METRICS_PUBLIC'] = True``
+    opens it to anyone.
+    """
+    if not (conf.METRICS_PUBLIC or access.is_observer(request)):
+        return access.refusal()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(JobQueueCollector())
-    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+    response = HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+    return access.vary_on_credentials(response)

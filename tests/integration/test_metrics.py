@@ -1,12 +1,14 @@
 """Prometheus metrics: the values a scrape shows for a known set of jobs run by several
-worker processes, read from the database by any web process."""
+worker processes, read from the database by any web process; who may scrape."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db.models import F
+from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -15,6 +17,17 @@ from django_pqjobs.models import Job, OutcomeCount, WorkerRecord
 from tests.helpers import run_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+TOKEN = "t0k3n-for-the-metrics-view-tests-0123456789"
+
+
+@pytest.fixture
+def client(db) -> Client:
+    """A client logged in as an active staff user (not a superuser): it may scrape."""
+    user = get_user_model().objects.create_user("ops", password="pw", is_staff=True)
+    staff = Client()
+    staff.force_login(user)
+    return staff
 
 
 def scrape(client) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -142,3 +155,78 @@ def test_without_the_extra_the_metrics_module_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
     with pytest.raises(ImproperlyConfigured, match=r"pip install 'django-pqjobs\[metrics\]'"):
         importlib.import_module("django_pqjobs.metrics")
+
+
+# --- who may scrape --------------------------------------------------------------------------
+
+
+def metrics_status(client: Client, **headers: str) -> int:
+    response = client.get("/metrics", **headers)
+    if response.status_code != 200:
+        assert b"pqjobs_" not in response.content
+    return response.status_code
+
+
+def test_only_active_staff_users_may_scrape_by_default():
+    enqueue_job("tests.noop", queue="secret-queue")
+    anonymous = Client()
+    assert metrics_status(anonymous) == 403
+    users = get_user_model().objects
+    member = Client()
+    member.force_login(users.create_user("member", password="pw"))
+    assert metrics_status(member) == 403
+    retired = Client()
+    retired.force_login(users.create_user("retired", password="pw", is_staff=True))
+    users.filter(username="retired").update(is_active=False)
+    assert metrics_status(retired) == 403
+    staff = Client()
+    staff.force_login(users.create_user("staff", password="pw", is_staff=True))
+    assert metrics_status(staff) == 200
+    # no token is configured: a bearer header opens nothing
+    assert metrics_status(anonymous, HTTP_AUTHORIZATION=f"Bearer {TOKEN}") == 403
+
+
+def test_the_metrics_token_opens_the_view_and_nothing_else_does(settings):
+    settings.PQJOBS = {**settings.PQJOBS, "METRICS_TOKEN": TOKEN}
+    anonymous = Client()
+    response = anonymous.get("/metrics")
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"].startswith("Bearer")
+    assert "Authorization" in response["Vary"]
+    assert metrics_status(anonymous, HTTP_AUTHORIZATION=f"Bearer {TOKEN}") == 200
+    assert metrics_status(anonymous, HTTP_AUTHORIZATION=f"bearer  {TOKEN} ") == 200
+    refused = [
+        f"Bearer {TOKEN[:-1]}",
+        f"Bearer {TOKEN}x",
+        f"Bearer {TOKEN[:-1]}\u00e9",  # not ASCII: compared as bytes, never a 500
+        f"Basic {TOKEN}",
+        TOKEN,
+        "Bearer",
+        "Bearer ",
+        "",
+        "\x00\xff",
+        f"Bearer {TOKEN} {TOKEN}",
+    ]
+    for header in refused:
+        assert metrics_status(anonymous, HTTP_AUTHORIZATION=header) == 401, header
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_user("s", password="pw", is_staff=True))
+    assert metrics_status(staff) == 200  # staff need no token
+
+
+def test_an_inactive_staff_user_is_refused_whatever_the_auth_backend(settings):
+    settings.AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.AllowAllUsersModelBackend"]
+    retired = get_user_model().objects.create_user(
+        "retired", password="pw", is_staff=True, is_active=False
+    )
+    client = Client()
+    client.force_login(retired)
+    assert metrics_status(client) == 403
+    retired.is_active = True
+    retired.save()
+    assert metrics_status(client) == 200
+
+
+def test_metrics_public_opens_the_view_to_anyone(settings):
+    settings.PQJOBS = {**settings.PQJOBS, "METRICS_PUBLIC": True}
+    assert metrics_status(Client()) == 200
