@@ -3,7 +3,7 @@
 Used by ``manage.py jobs_health`` (exit status and one line, for exec probes and systemd)
 and by :func:`health_view` (HTTP 200 or 503, for HTTP probes: the state alone for anyone,
 the line for staff users and the metrics token). Each check is one or two small reads of
-the worker table and the claim index.
+the worker table and the indexes of the waiting jobs.
 """
 
 from __future__ import annotations
@@ -127,18 +127,24 @@ def check_workers(
 def check_lag(
     max_lag: float, *, queues: Sequence[str] | None = None, using: str | None = None
 ) -> Health:
-    """Has the oldest due job (of ``queues``, default all) waited less than ``max_lag``?"""
+    """Has the oldest due job (of ``queues``, default all) waited less than ``max_lag``?
+
+    Jobs held back by a concurrency or rate limit count: they wait for room. Jobs a paused
+    queue or job type holds do not fail the check (pausing is an operator's decision), but
+    the line says how many there are.
+    """
+    names = list(queues) if queues else None
     try:
-        lag = monitoring.oldest_due_seconds(using, list(queues) if queues else None)
+        lag = monitoring.oldest_due_seconds(using, names)
+        paused = monitoring.held_by_pause(using, names)
     except DatabaseError as exc:
         return _unreachable(exc)
     where = f" in {', '.join(queues)}" if queues else ""
+    held = f"; {paused} job{'' if paused == 1 else 's'} held by a pause" if paused else ""
     if lag > max_lag:
-        return Health(
-            LAGGING,
-            f"lagging: the oldest due job{where} has waited {lag:.0f} s (max {max_lag:g} s)",
-        )
-    return Health(OK, f"ok: lag {lag:.1f} s{where} (max {max_lag:g} s)")
+        waited = f"the oldest due job{where} has waited {lag:.0f} s (max {max_lag:g} s)"
+        return Health(LAGGING, f"lagging: {waited}{held}")
+    return Health(OK, f"ok: lag {lag:.1f} s{where} (max {max_lag:g} s){held}")
 
 
 def _unreachable(exc: DatabaseError) -> Health:

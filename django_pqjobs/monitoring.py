@@ -1,13 +1,15 @@
 """What the queue looks like now, read from the tables: depth, lag, live workers.
 
 Shared by the Prometheus metrics and the health checks. Every query reads only the rows it
-counts, through the partial indexes on ``ready``, ``running`` and ``failed`` jobs: the cost
-grows with the jobs waiting, running and dead-lettered, not with the finished history (a
-table of millions of done jobs costs nothing extra). A statement timeout bounds each read.
+counts, through the partial indexes on ``ready``, ``blocked``, ``waiting``, ``running`` and
+``failed`` jobs: the cost grows with the jobs waiting, running and dead-lettered, not with
+the finished history (a table of millions of done jobs costs nothing extra). A statement
+timeout bounds each read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,64 +20,119 @@ from .conf import conf
 
 READ_TIMEOUT_MS = 5000
 
+# One arm per status, so each is served by its partial index (claim, blocked, waiting,
+# running, failed) however many finished rows the table holds.
 _DEPTH = """
-SELECT queue, job_type, 'ready', count(*), count(*) FILTER (WHERE run_after <= now()),
+SELECT queue, job_type, 'ready', NULL, count(*), count(*) FILTER (WHERE run_after <= now()),
        extract(epoch FROM now() - min(run_after) FILTER (WHERE run_after <= now()))
 FROM pqjobs_job WHERE status = 'ready' GROUP BY queue, job_type
 UNION ALL
-SELECT queue, job_type, 'running', count(*), 0, NULL
+SELECT queue, job_type, 'blocked', blocked_by, count(*), 0,
+       extract(epoch FROM now() - min(run_after) FILTER (WHERE run_after <= now()))
+FROM pqjobs_job WHERE status = 'blocked' GROUP BY queue, job_type, blocked_by
+UNION ALL
+SELECT queue, job_type, 'waiting', NULL, count(*), 0, NULL
+FROM pqjobs_job WHERE status = 'waiting' GROUP BY queue, job_type
+UNION ALL
+SELECT queue, job_type, 'running', NULL, count(*), 0, NULL
 FROM pqjobs_job WHERE status = 'running' GROUP BY queue, job_type
 UNION ALL
-SELECT queue, job_type, 'failed', count(*), 0, NULL
+SELECT queue, job_type, 'failed', NULL, count(*), 0, NULL
 FROM pqjobs_job WHERE status = 'failed' GROUP BY queue, job_type
 """
 
 
 @dataclass(frozen=True)
 class Depth:
-    """Jobs of one queue, type and status (ready, running or failed)."""
+    """Jobs of one queue, type and status (ready, blocked, waiting, running or failed)."""
 
     queue: str
     job_type: str
     status: str
     count: int
     due: int  # ready jobs whose run_after has come (0 for the other statuses)
-    oldest_due_seconds: float | None  # how long the oldest due ready job has waited
+    # how long the oldest due job has waited (ready and blocked jobs; None for the others)
+    oldest_due_seconds: float | None
+    blocked_by: str | None = None  # what holds blocked jobs back: limit, rate or paused
 
 
 def depth(alias: str | None = None) -> list[Depth]:
-    """Ready (and due), running and failed jobs per queue and job type."""
-    rows = _read(alias, _DEPTH, [])
+    """Ready (and due), blocked (per ``blocked_by``), waiting, running and failed jobs per
+    queue and job type."""
     return [
-        Depth(r[0], r[1], r[2], int(r[3]), int(r[4]), None if r[5] is None else float(r[5]))
-        for r in rows
+        Depth(
+            r[0],
+            r[1],
+            r[2],
+            int(r[4]),
+            int(r[5]),
+            None if r[6] is None else float(r[6]),
+            blocked_by=r[3],
+        )
+        for r in _read(alias, _DEPTH, [])
     ]
 
 
+def _holds_for_capacity(row: Depth) -> bool:
+    """A due job that waits for a worker or for room under a concurrency or rate limit."""
+    return row.status == "ready" or (row.status == "blocked" and row.blocked_by != "paused")
+
+
 def lag_by_queue(rows: list[Depth]) -> dict[str, float]:
-    """Per queue, how long its oldest due ready job has waited (0 when none is due)."""
+    """Per queue, how long its oldest due job has waited for a worker, or for room under a
+    concurrency or rate limit (0 when none is due). Jobs a pause holds are not counted:
+    see :func:`paused_lag_by_queue`."""
+    return _oldest(row for row in rows if _holds_for_capacity(row))
+
+
+def paused_lag_by_queue(rows: list[Depth]) -> dict[str, float]:
+    """Per queue, how long the oldest job held by a pause (of the queue or of the job's
+    type) has waited since it was due."""
+    return _oldest(row for row in rows if row.status == "blocked" and row.blocked_by == "paused")
+
+
+def _oldest(rows: Iterable[Depth]) -> dict[str, float]:
     lag: dict[str, float] = {}
     for row in rows:
-        if row.status == "ready":
-            lag[row.queue] = max(lag.get(row.queue, 0.0), row.oldest_due_seconds or 0.0)
+        lag[row.queue] = max(lag.get(row.queue, 0.0), row.oldest_due_seconds or 0.0)
     return lag
 
 
+# Ready jobs walk the claim index; jobs held by a limit or rate the blocked-jobs index.
 _LAG = """
-SELECT extract(epoch FROM now() - min(run_after))
-FROM pqjobs_job WHERE status = 'ready' AND run_after <= now() {queue_filter}
+SELECT extract(epoch FROM now() - least(
+    (SELECT min(run_after) FROM pqjobs_job
+     WHERE status = 'ready' AND run_after <= now() {queue_filter}),
+    (SELECT min(run_after) FROM pqjobs_job
+     WHERE status = 'blocked' AND blocked_by <> 'paused' AND run_after <= now() {queue_filter})
+))
 """
 
 
 def oldest_due_seconds(alias: str | None = None, queues: list[str] | None = None) -> float:
-    """How long the oldest due ready job (of ``queues``, default all) has waited; 0 if none.
+    """How long the oldest due job (of ``queues``, default all) has waited for a worker, or
+    for room under a concurrency or rate limit; 0 if none. Jobs a pause holds do not count
+    (see :func:`held_by_pause`).
 
-    Walks the ready jobs through the claim index; cheaper than :func:`depth` for one number.
+    Cheaper than :func:`depth` for one number.
     """
-    sql = _LAG.replace("{queue_filter}", "AND queue = ANY(%s)" if queues else "")
-    rows = _read(alias, sql, [queues] if queues else [])
+    sql = _LAG.replace("{queue_filter}", "AND queue = ANY(%(queues)s)" if queues else "")
+    rows = _read(alias, sql, {"queues": queues} if queues else {})
     value = rows[0][0] if rows else None
     return 0.0 if value is None else max(0.0, float(value))
+
+
+_HELD_BY_PAUSE = """
+SELECT count(*) FROM pqjobs_job
+WHERE status = 'blocked' AND blocked_by = 'paused' {queue_filter}
+"""
+
+
+def held_by_pause(alias: str | None = None, queues: list[str] | None = None) -> int:
+    """How many jobs (of ``queues``, default all) a paused queue or job type holds now."""
+    sql = _HELD_BY_PAUSE.replace("{queue_filter}", "AND queue = ANY(%s)" if queues else "")
+    rows = _read(alias, sql, [queues] if queues else [])
+    return int(rows[0][0]) if rows else 0
 
 
 @dataclass(frozen=True)
@@ -122,7 +179,7 @@ def is_live(worker: WorkerState, max_age: float | None = None) -> bool:
     return worker.heartbeat_age <= (live_after() if max_age is None else max_age)
 
 
-def _read(alias: str | None, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+def _read(alias: str | None, sql: str, params: Any) -> list[tuple[Any, ...]]:
     """Run one read under a statement timeout that ends with it."""
     alias = alias or conf.DATABASE
     connection = connections[alias]

@@ -7,12 +7,13 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import F
 from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from django_pqjobs import enqueue_job, enqueue_many
+from django_pqjobs import enqueue_job, enqueue_many, flow, transitions
 from django_pqjobs.models import Job, OutcomeCount, WorkerRecord
 from tests.helpers import run_jobs
 
@@ -130,6 +131,11 @@ def test_the_sample_grafana_dashboard_uses_only_metrics_the_view_exports(client)
     from tests.helpers import ROOT
 
     enqueue_job("tests.noop", queue="g")
+    enqueue_job("tests.noop", queue="g", depends_on=[enqueue_job("tests.noop", queue="g")])
+    flow.pause_queue("held")
+    flow.pause_job_type("tests.sleep")
+    enqueue_job("tests.noop", queue="held")
+    transitions.hold_back(connection.alias, ["held"], 10)
     OutcomeCount.objects.create(job_type="tests.noop", queue="g", outcome="done", count=1)
     from django_pqjobs.models import DurationBucket
 
@@ -230,3 +236,55 @@ def test_an_inactive_staff_user_is_refused_whatever_the_auth_backend(settings):
 def test_metrics_public_opens_the_view_to_anyone(settings):
     settings.PQJOBS = {**settings.PQJOBS, "METRICS_PUBLIC": True}
     assert metrics_status(Client()) == 200
+
+
+# --- held work ---------------------------------------------------------------------------------
+
+
+def test_held_waiting_and_paused_work_show_as_metrics(client):
+    # a paused queue with a backlog that a worker's claim has met: all of it blocked
+    flow.pause_queue("held")
+    enqueue_many("tests.noop", [{}] * 3, queue="held")
+    Job.objects.filter(queue="held").update(run_after=F("run_after") - timedelta(minutes=5))
+    assert transitions.hold_back(connection.alias, ["held"], 100) == 3
+    # jobs held by a rate limit and by a concurrency limit wait for room: that is lag
+    throttled = enqueue_many("tests.noop", [{}] * 2, queue="throttled")
+    Job.objects.filter(pk__in=throttled).update(
+        status="blocked", blocked_by="rate", run_after=timezone.now() - timedelta(minutes=2)
+    )
+    limited = enqueue_job("tests.echo", queue="throttled")
+    Job.objects.filter(pk=limited).update(status="blocked", blocked_by="limit")
+    # a job waiting for a dependency
+    first = enqueue_job("tests.noop", queue="deps", delay=3600)
+    enqueue_job("tests.noop", queue="deps", depends_on=[first])
+    flow.pause_job_type("tests.sleep")
+
+    samples = scrape(client)
+    held = {"queue": "held", "job_type": "tests.noop"}
+    assert value(samples, "pqjobs_jobs", status="blocked", **held) == 3
+    assert value(samples, "pqjobs_jobs", status="ready", **held) is None
+    assert value(samples, "pqjobs_jobs_blocked", queue="held", blocked_by="paused") == 3
+    assert value(samples, "pqjobs_queue_paused", queue="held") == 1
+    assert value(samples, "pqjobs_job_type_paused", job_type="tests.sleep") == 1
+    assert 300 <= value(samples, "pqjobs_queue_paused_lag_seconds", queue="held") < 360
+    assert value(samples, "pqjobs_queue_lag_seconds", queue="held") is None  # a pause is apart
+
+    assert value(samples, "pqjobs_jobs_blocked", queue="throttled", blocked_by="rate") == 2
+    assert value(samples, "pqjobs_jobs_blocked", queue="throttled", blocked_by="limit") == 1
+    assert (
+        value(samples, "pqjobs_jobs", queue="throttled", job_type="tests.noop", status="blocked")
+        == 2
+    )
+    assert 120 <= value(samples, "pqjobs_queue_lag_seconds", queue="throttled") < 180
+    assert value(samples, "pqjobs_queue_paused_lag_seconds", queue="throttled") is None
+
+    deps = {"queue": "deps", "job_type": "tests.noop"}
+    assert value(samples, "pqjobs_jobs", status="waiting", **deps) == 1
+    assert value(samples, "pqjobs_jobs", status="ready", **deps) == 1
+    assert value(samples, "pqjobs_queue_paused", queue="deps") is None
+
+    flow.resume_queue("held")
+    samples = scrape(client)
+    assert value(samples, "pqjobs_jobs", status="ready", **held) == 3
+    assert value(samples, "pqjobs_queue_paused", queue="held") is None
+    assert 300 <= value(samples, "pqjobs_queue_lag_seconds", queue="held") < 360
