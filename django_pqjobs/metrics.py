@@ -69,7 +69,8 @@ class JobQueueCollector:
 
         jobs = GaugeMetricFamily(
             "pqjobs_jobs",
-            "Jobs per queue, job type and status (ready, blocked, waiting, running, failed)",
+            "Jobs per queue, job type and status (ready, blocked, waiting, running, failed; "
+            f"failed jobs past {monitoring.FAILED_EXACT_UP_TO:,} are an estimate)",
             labels=["queue", "job_type", "status"],
         )
         due = GaugeMetricFamily(

@@ -2,26 +2,35 @@
 
 Shared by the Prometheus metrics and the health checks. Every query reads only the rows it
 counts, through the partial indexes on ``ready``, ``blocked``, ``waiting``, ``running`` and
-``failed`` jobs: the cost grows with the jobs waiting, running and dead-lettered, not with
-the finished history (a table of millions of done jobs costs nothing extra). A statement
-timeout bounds each read.
+``failed`` jobs: the cost grows with the jobs waiting and running, not with the finished
+history (a table of millions of done jobs costs nothing extra), nor with the dead letters
+(failed jobs are counted exactly up to :data:`FAILED_EXACT_UP_TO`, then estimated). A
+statement timeout bounds each read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import json
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from django.db import connections, transaction
+from django.db.backends.utils import CursorWrapper
 
 from .conf import conf
 
 READ_TIMEOUT_MS = 5000
 
+# Failed jobs stay until pruned (30 days by default): a million of them is no incident, and
+# counting a million rows per scrape took 140-240 ms. Up to this many they are counted exactly.
+FAILED_EXACT_UP_TO = 10_000
+
 # One arm per status, so each is served by its partial index (claim, blocked, waiting,
-# running, failed) however many finished rows the table holds.
+# running, failed) however many finished rows the table holds. The failed arm reads only the
+# newest FAILED_EXACT_UP_TO + 1 failed jobs, newest first through their index.
 _DEPTH = """
 SELECT queue, job_type, 'ready', NULL, count(*), count(*) FILTER (WHERE run_after <= now()),
        extract(epoch FROM now() - min(run_after) FILTER (WHERE run_after <= now()))
@@ -37,9 +46,11 @@ UNION ALL
 SELECT queue, job_type, 'running', NULL, count(*), 0, NULL
 FROM pqjobs_job WHERE status = 'running' GROUP BY queue, job_type
 UNION ALL
-SELECT queue, job_type, 'failed', NULL, count(*), 0, NULL
-FROM pqjobs_job WHERE status = 'failed' GROUP BY queue, job_type
+SELECT queue, job_type, 'failed', NULL, count(*), 0, NULL FROM (
+    SELECT queue, job_type FROM pqjobs_job WHERE status = 'failed' ORDER BY id DESC LIMIT %s
+) newest GROUP BY queue, job_type
 """
+_FAILED_ESTIMATE = "EXPLAIN (FORMAT JSON) SELECT 1 FROM pqjobs_job WHERE status = 'failed'"
 
 
 @dataclass(frozen=True)
@@ -54,22 +65,45 @@ class Depth:
     # how long the oldest due job has waited (ready and blocked jobs; None for the others)
     oldest_due_seconds: float | None
     blocked_by: str | None = None  # what holds blocked jobs back: limit, rate or paused
+    estimated: bool = False  # failed jobs past FAILED_EXACT_UP_TO: see depth()
 
 
 def depth(alias: str | None = None) -> list[Depth]:
     """Ready (and due), blocked (per ``blocked_by``), waiting, running and failed jobs per
-    queue and job type."""
+    queue and job type.
+
+    Failed jobs are counted exactly while there are at most :data:`FAILED_EXACT_UP_TO`.
+    Past that their counts are ``estimated``: the planner's estimate of all failed jobs,
+    shared out in the proportions of the newest ``FAILED_EXACT_UP_TO``.
+    """
+    with _reading(alias) as cursor:
+        cursor.execute(_DEPTH, [FAILED_EXACT_UP_TO + 1])
+        found = [
+            Depth(
+                r[0],
+                r[1],
+                r[2],
+                int(r[4]),
+                int(r[5]),
+                None if r[6] is None else float(r[6]),
+                blocked_by=r[3],
+            )
+            for r in cursor.fetchall()
+        ]
+        failed = sum(row.count for row in found if row.status == "failed")
+        if failed <= FAILED_EXACT_UP_TO:
+            return found
+        cursor.execute(_FAILED_ESTIMATE)
+        plan = cursor.fetchone()[0]
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    # statistics older than the dead letters may estimate fewer than were just read
+    scale = max(int(plan[0]["Plan"]["Plan Rows"]), failed) / failed
     return [
-        Depth(
-            r[0],
-            r[1],
-            r[2],
-            int(r[4]),
-            int(r[5]),
-            None if r[6] is None else float(r[6]),
-            blocked_by=r[3],
-        )
-        for r in _read(alias, _DEPTH, [])
+        replace(row, count=round(row.count * scale), estimated=True)
+        if row.status == "failed"
+        else row
+        for row in found
     ]
 
 
@@ -179,15 +213,21 @@ def is_live(worker: WorkerState, max_age: float | None = None) -> bool:
     return worker.heartbeat_age <= (live_after() if max_age is None else max_age)
 
 
-def _read(alias: str | None, sql: str, params: Any) -> list[tuple[Any, ...]]:
-    """Run one read under a statement timeout that ends with it."""
+@contextmanager
+def _reading(alias: str | None) -> Iterator[CursorWrapper]:
+    """A cursor in a transaction whose statement timeout ends with it."""
     alias = alias or conf.DATABASE
     connection = connections[alias]
     nested = connection.in_atomic_block
     with transaction.atomic(using=alias), connection.cursor() as cursor:
         cursor.execute("SELECT set_config('statement_timeout', %s, true)", [str(READ_TIMEOUT_MS)])
-        cursor.execute(sql, params)
-        rows = list(cursor.fetchall())
+        yield cursor
         if nested:  # the timeout would last until the caller's transaction ends
             cursor.execute("SET LOCAL statement_timeout TO DEFAULT")
-        return rows
+
+
+def _read(alias: str | None, sql: str, params: Any) -> list[tuple[Any, ...]]:
+    """Run one read under a statement timeout that ends with it."""
+    with _reading(alias) as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())

@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from django_pqjobs import enqueue_job, enqueue_many, flow, transitions
+from django_pqjobs import enqueue_job, enqueue_many, flow, monitoring, transitions
 from django_pqjobs.models import Job, OutcomeCount, WorkerRecord
 from tests.helpers import run_jobs
 
@@ -288,3 +288,31 @@ def test_held_waiting_and_paused_work_show_as_metrics(client):
     assert value(samples, "pqjobs_jobs", status="ready", **held) == 3
     assert value(samples, "pqjobs_queue_paused", queue="held") is None
     assert 300 <= value(samples, "pqjobs_queue_lag_seconds", queue="held") < 360
+
+
+# --- dead letters ------------------------------------------------------------------------------
+
+
+def fail(job_type: str, queue: str, count: int) -> None:
+    ids = enqueue_many(job_type, [{}] * count, queue=queue)
+    Job.objects.filter(pk__in=ids).update(status="failed", finished_at=timezone.now())
+
+
+def test_failed_jobs_are_counted_exactly_up_to_the_bound_then_estimated(client, monkeypatch):
+    fail("tests.noop", "dead", 8)
+    fail("tests.echo", "dead", 4)  # the newest
+    samples = scrape(client)
+    noop = {"queue": "dead", "job_type": "tests.noop", "status": "failed"}
+    echo = {"queue": "dead", "job_type": "tests.echo", "status": "failed"}
+    assert (value(samples, "pqjobs_jobs", **noop), value(samples, "pqjobs_jobs", **echo)) == (8, 4)
+
+    # past the bound only the newest are read, and their shares scale the planner's total
+    monkeypatch.setattr(monitoring, "FAILED_EXACT_UP_TO", 5)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE pqjobs_job")
+    rows = [row for row in monitoring.depth() if row.status == "failed"]
+    assert rows and all(row.estimated for row in rows)
+    samples = scrape(client)
+    counts = value(samples, "pqjobs_jobs", **noop), value(samples, "pqjobs_jobs", **echo)
+    assert sum(counts) == 12  # the planner knows the small table exactly
+    assert counts == (4, 8)  # the newest six: two noop, four echo
