@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar, overload
 
@@ -212,6 +213,36 @@ def optional_permission(value: Any, where: str) -> str | None:
         raise ValueError(
             f"{where} must be None or a permission such as 'django_pqjobs.change_job' "
             f"(app_label.codename), got {value!r}"
+        )
+    return value
+
+
+# RFC 6750's b64token: what an ``Authorization: Bearer`` header can carry as it is.
+_BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
+BEARER_TOKEN_MIN_LENGTH = 32
+
+
+def optional_bearer_token(value: Any, where: str) -> str | None:
+    """None, or a token long enough not to be guessed that a header can carry.
+
+    The messages describe the value without repeating it: it is a secret, and check
+    messages end up in logs.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{where} must be None or a string, got a {type(value).__name__}")
+    hint = "e.g. the output of python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+    if len(value) < BEARER_TOKEN_MIN_LENGTH:
+        raise ValueError(
+            f"{where} must be at least {BEARER_TOKEN_MIN_LENGTH} characters long, got "
+            f"{len(value)} ({hint})"
+        )
+    if not _BEARER_TOKEN.fullmatch(value):
+        raise ValueError(
+            f"{where} may hold only letters, digits and - . _ ~ + / (then = padding), "
+            f"the characters a bearer token is sent with; it has others, such as "
+            f"whitespace ({hint})"
         )
     return value
 
@@ -479,6 +510,19 @@ class Settings:
         optional_positive_seconds,
         check="pqjobs.E072",
         meaning="How often a worker adds its outcome counts to the stats tables (None: never).",
+    )
+    METRICS_TOKEN = Setting(
+        None,
+        optional_bearer_token,
+        check="pqjobs.E073",
+        meaning="Bearer token that opens the metrics view and the health view's details "
+        "(None: staff users only).",
+    )
+    METRICS_PUBLIC = Setting(
+        False,
+        boolean,
+        check="pqjobs.E074",
+        meaning="True: the metrics view answers anyone, without a token or a staff login.",
     )
     SCHEDULES = Setting(
         [],

@@ -1,8 +1,9 @@
 """Health checks for probes: is a worker alive and claiming, is the queue's lag acceptable.
 
 Used by ``manage.py jobs_health`` (exit status and one line, for exec probes and systemd)
-and by :func:`health_view` (HTTP 200 or 503 and the same line, for HTTP probes). Each check
-is one or two small reads of the worker table and the claim index.
+and by :func:`health_view` (HTTP 200 or 503, for HTTP probes: the state alone for anyone,
+the line for staff users and the metrics token). Each check is one or two small reads of
+the worker table and the indexes of the waiting jobs.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 
-from . import monitoring
+from . import access, monitoring
 
 # Exit statuses of ``jobs_health`` (2 is argparse's, for a bad command line).
 OK = 0
@@ -35,6 +36,12 @@ class Health:
     @property
     def ok(self) -> bool:
         return self.status == OK
+
+    @property
+    def state(self) -> str:
+        """The line's first words: ``ok``, ``no worker``, ``stale``, ``stuck``, ``lagging``
+        or ``unreachable``. What an anonymous probe is told: no ids, hosts or addresses."""
+        return self.line.partition(":")[0]
 
 
 def _age(seconds: float | None) -> str:
@@ -120,18 +127,24 @@ def check_workers(
 def check_lag(
     max_lag: float, *, queues: Sequence[str] | None = None, using: str | None = None
 ) -> Health:
-    """Has the oldest due job (of ``queues``, default all) waited less than ``max_lag``?"""
+    """Has the oldest due job (of ``queues``, default all) waited less than ``max_lag``?
+
+    Jobs held back by a concurrency or rate limit count: they wait for room. Jobs a paused
+    queue or job type holds do not fail the check (pausing is an operator's decision), but
+    the line says how many there are.
+    """
+    names = list(queues) if queues else None
     try:
-        lag = monitoring.oldest_due_seconds(using, list(queues) if queues else None)
+        lag = monitoring.oldest_due_seconds(using, names)
+        paused = monitoring.held_by_pause(using, names)
     except DatabaseError as exc:
         return _unreachable(exc)
     where = f" in {', '.join(queues)}" if queues else ""
+    held = f"; {paused} job{'' if paused == 1 else 's'} held by a pause" if paused else ""
     if lag > max_lag:
-        return Health(
-            LAGGING,
-            f"lagging: the oldest due job{where} has waited {lag:.0f} s (max {max_lag:g} s)",
-        )
-    return Health(OK, f"ok: lag {lag:.1f} s{where} (max {max_lag:g} s)")
+        waited = f"the oldest due job{where} has waited {lag:.0f} s (max {max_lag:g} s)"
+        return Health(LAGGING, f"lagging: {waited}{held}")
+    return Health(OK, f"ok: lag {lag:.1f} s{where} (max {max_lag:g} s){held}")
 
 
 def _unreachable(exc: DatabaseError) -> Health:
@@ -157,7 +170,12 @@ def health_view(
     max_heartbeat_age: float | None = None,
     max_loop_age: float = DEFAULT_MAX_LOOP_AGE,
 ) -> HttpResponse:
-    """200 and ``ok: ...``, or 503 and the reason, as plain text.
+    """200 when healthy, else 503, as plain text: for load balancers and uptime monitors.
+
+    Anyone gets the state alone (``ok``, ``no worker``, ``stale``, ``stuck``, ``lagging``
+    or ``unreachable``); active staff users and requests with ``Authorization: Bearer
+    <METRICS_TOKEN>`` get the whole line (``ok: 2 workers alive and claiming``), which
+    names workers, hosts, queues and database errors.
 
     Checks that ``min_workers`` workers (any host) are alive and claiming (``min_workers=0``
     skips it) and, with ``max_lag`` (seconds), that the oldest due job of ``queues`` has not
@@ -177,8 +195,10 @@ def health_view(
     if max_lag is not None:
         checks.append(check_lag(max_lag, queues=queues))
     verdict = combine(checks) if checks else Health(OK, "ok: nothing to check")
-    return HttpResponse(
-        verdict.line + "\n",
+    body = verdict.line if access.is_observer(request) else verdict.state
+    response = HttpResponse(
+        body + "\n",
         status=200 if verdict.ok else 503,
         content_type="text/plain; charset=utf-8",
     )
+    return access.vary_on_credentials(response)

@@ -7,15 +7,21 @@ shows the whole queue, whatever the number of worker processes and hosts::
     from django_pqjobs.metrics import metrics_view
     urlpatterns = [path("metrics", metrics_view)]
 
-Or add :class:`JobQueueCollector` to a registry you already expose
+The view answers active staff users and requests that carry ``PQJOBS['METRICS_TOKEN']``
+as a bearer token (``PQJOBS['METRICS_PUBLIC'] = True``: anyone). Or add
+:class:`JobQueueCollector` to a registry you already expose
 (``prometheus_client.REGISTRY.register(JobQueueCollector())``).
 
-Gauges (the queue now): ``pqjobs_jobs`` per queue, job type and status (ready, running,
-failed), ``pqjobs_jobs_due`` (ready and due), ``pqjobs_queue_lag_seconds`` (how long the
-oldest due job of each queue has waited), ``pqjobs_workers`` (live and stale) and
-``pqjobs_worker_threads``. Counters (since ever, from every worker): ``pqjobs_attempts_total``
-per queue, job type and outcome, and the histogram ``pqjobs_attempt_duration_seconds``
-per queue and job type. The counters are added by workers every ``STATS_INTERVAL``.
+Gauges (the queue now): ``pqjobs_jobs`` per queue, job type and status (ready, blocked,
+waiting, running, failed), ``pqjobs_jobs_due`` (ready and due), ``pqjobs_jobs_blocked``
+per queue and what holds them (limit, rate, paused), ``pqjobs_queue_lag_seconds`` (how long
+the oldest due job of each queue has waited for a worker or for room under a limit),
+``pqjobs_queue_paused_lag_seconds`` (the same for the jobs a pause holds),
+``pqjobs_queue_paused`` and ``pqjobs_job_type_paused`` (1 per paused name),
+``pqjobs_workers`` (live and stale) and ``pqjobs_worker_threads``. Counters (since ever,
+from every worker): ``pqjobs_attempts_total`` per queue, job type and outcome, and the
+histogram ``pqjobs_attempt_duration_seconds`` per queue and job type. The counters are
+added by workers every ``STATS_INTERVAL``.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
         "django_pqjobs.metrics needs prometheus-client: pip install 'django-pqjobs[metrics]'"
     ) from exc
 
-from . import monitoring, stats
+from . import access, flow, monitoring, stats
 from .conf import conf
 
 __all__ = ["JobQueueCollector", "metrics_view"]
@@ -63,7 +69,8 @@ class JobQueueCollector:
 
         jobs = GaugeMetricFamily(
             "pqjobs_jobs",
-            "Jobs per queue, job type and status (ready, running, failed)",
+            "Jobs per queue, job type and status (ready, blocked, waiting, running, failed; "
+            f"failed jobs past {monitoring.FAILED_EXACT_UP_TO:,} are an estimate)",
             labels=["queue", "job_type", "status"],
         )
         due = GaugeMetricFamily(
@@ -71,21 +78,60 @@ class JobQueueCollector:
             "Ready jobs whose run_after has come, per queue and job type",
             labels=["queue", "job_type"],
         )
+        blocked = GaugeMetricFamily(
+            "pqjobs_jobs_blocked",
+            "Jobs held back by flow control, per queue and what holds them (limit: a "
+            "concurrency limit, rate: a rate limit, paused: a paused queue or job type)",
+            labels=["queue", "blocked_by"],
+        )
+        per_status: dict[tuple[str, str, str], int] = {}
+        per_hold: dict[tuple[str, str], int] = {}
         for row in depth:
-            jobs.add_metric([row.queue, row.job_type, row.status], row.count)
+            of_status = (row.queue, row.job_type, row.status)
+            per_status[of_status] = per_status.get(of_status, 0) + row.count
             if row.status == "ready":
                 due.add_metric([row.queue, row.job_type], row.due)
+            elif row.status == "blocked":
+                hold = (row.queue, row.blocked_by or "")
+                per_hold[hold] = per_hold.get(hold, 0) + row.count
+        for (queue, job_type, status), count in per_status.items():
+            jobs.add_metric([queue, job_type, status], count)
+        for (queue, blocked_by), count in sorted(per_hold.items()):
+            blocked.add_metric([queue, blocked_by], count)
         yield jobs
         yield due
+        yield blocked
 
         lag = GaugeMetricFamily(
             "pqjobs_queue_lag_seconds",
-            "How long the oldest due ready job of each queue has waited (0: none waiting)",
+            "How long the oldest due job of each queue has waited for a worker or for room "
+            "under a concurrency or rate limit (0: none waiting)",
             labels=["queue"],
         )
         for queue, seconds in sorted(monitoring.lag_by_queue(depth).items()):
             lag.add_metric([queue], seconds)
         yield lag
+        paused_lag = GaugeMetricFamily(
+            "pqjobs_queue_paused_lag_seconds",
+            "How long the oldest job of each queue held by a pause (of the queue or of its "
+            "job type) has waited since it was due",
+            labels=["queue"],
+        )
+        for queue, seconds in sorted(monitoring.paused_lag_by_queue(depth).items()):
+            paused_lag.add_metric([queue], seconds)
+        yield paused_lag
+
+        paused_queues = GaugeMetricFamily(
+            "pqjobs_queue_paused", "1 for each paused queue", labels=["queue"]
+        )
+        paused_types = GaugeMetricFamily(
+            "pqjobs_job_type_paused", "1 for each paused job type", labels=["job_type"]
+        )
+        for pause in flow.paused(alias):
+            family = paused_queues if pause.kind == "queue" else paused_types
+            family.add_metric([pause.name], 1)
+        yield paused_queues
+        yield paused_types
 
         workers = monitoring.workers(alias)
         live = [w for w in workers if monitoring.is_live(w)]
@@ -149,8 +195,15 @@ def _histogram(
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    """The job queue's metrics in Prometheus' text format (GET; put it behind your own
-    access control, or on a port only Prometheus reaches)."""
+    """The job queue's metrics in Prometheus' text format.
+
+    Answers active staff users and requests with ``Authorization: Bearer <METRICS_TOKEN>``;
+    others get 401 (a token is configured) or 403. ``PQJOBS['METRICS_PUBLIC'] = True``
+    opens it to anyone.
+    """
+    if not (conf.METRICS_PUBLIC or access.is_observer(request)):
+        return access.refusal()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(JobQueueCollector())
-    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+    response = HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+    return access.vary_on_credentials(response)

@@ -11,12 +11,14 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection
 from django.db.models import F
+from django.test import Client
 from django.utils import timezone
 
-from django_pqjobs import enqueue_job
+from django_pqjobs import enqueue_job, flow, transitions
 from django_pqjobs.models import Job, WorkerRecord
 from tests.helpers import ROOT, run_jobs, wait_for
 
@@ -126,7 +128,31 @@ def test_an_unreachable_database_exits_4():
     assert code == 4 and line.startswith("unreachable: could not read the job tables")
 
 
-def test_health_view(client):
+def test_jobs_held_by_a_pause_are_named_but_do_not_fail_the_lag_check():
+    for queue in ("slow", "throttled"):
+        job_id = enqueue_job("tests.noop", queue=queue)
+        Job.objects.filter(pk=job_id).update(run_after=F("run_after") - timedelta(minutes=10))
+    flow.pause_queue("slow")
+    assert transitions.hold_back(connection.alias, ["slow"], 10) == 1
+    code, line = health("--skip-worker", "--max-lag", "5m", "--queue", "slow")
+    assert code == 0 and line == "ok: lag 0.0 s in slow (max 300 s); 1 job held by a pause"
+    # a job held by a rate limit waits for room: it lags
+    Job.objects.filter(queue="throttled").update(status="blocked", blocked_by="rate")
+    code, line = health("--skip-worker", "--max-lag", "5m")
+    assert code == 3
+    assert line.startswith("lagging: the oldest due job has waited 60")
+    assert line.endswith("; 1 job held by a pause")
+
+
+def staff_client() -> Client:
+    user = get_user_model().objects.create_user("ops", password="pw", is_staff=True)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_health_view_tells_staff_why():
+    client = staff_client()
     response = client.get("/health/jobs")
     assert response.status_code == 503
     assert response.content.decode().startswith("no worker: 0 of the required 1")
@@ -138,3 +164,64 @@ def test_health_view(client):
     Job.objects.filter(pk=job_id).update(run_after=F("run_after") - timedelta(minutes=2))
     response = client.get("/health/jobs/lag")
     assert response.status_code == 503 and response.content.startswith(b"lagging:")
+
+
+SECRETS = ("worker-7f3a", "db-host-9", "slow", "tests.noop")
+
+
+def anonymous_body(client: Client, path: str, status: int, **headers: str) -> str:
+    response = client.get(path, **headers)
+    assert response.status_code == status
+    body = response.content.decode()
+    assert not any(secret in body for secret in SECRETS), body
+    return body
+
+
+def test_anyone_may_probe_the_health_view_and_gets_the_state_alone(settings):
+    settings.PQJOBS = {**settings.PQJOBS, "METRICS_TOKEN": "x" * 40}
+    anonymous = Client()
+    assert anonymous_body(anonymous, "/health/jobs", 503) == "no worker\n"
+    worker_record("worker-7f3a", hostname="db-host-9")
+    assert anonymous_body(anonymous, "/health/jobs", 200) == "ok\n"
+    job_id = enqueue_job("tests.noop", queue="slow")
+    Job.objects.filter(pk=job_id).update(run_after=F("run_after") - timedelta(minutes=2))
+    assert anonymous_body(anonymous, "/health/jobs/lag", 503) == "lagging\n"
+    # a logged-in user who is not staff, and a wrong token, are anonymous here too
+    member = Client()
+    member.force_login(get_user_model().objects.create_user("member", password="pw"))
+    assert anonymous_body(member, "/health/jobs/lag", 503) == "lagging\n"
+    wrong = {"HTTP_AUTHORIZATION": "Bearer " + "y" * 40}
+    assert anonymous_body(anonymous, "/health/jobs/lag", 503, **wrong) == "lagging\n"
+    assert anonymous_body(anonymous, "/health/jobs", 200, HTTP_AUTHORIZATION="Bearer") == "ok\n"
+
+    # the token and staff get the line, with the worker's id
+    token = {"HTTP_AUTHORIZATION": "Bearer " + "x" * 40}
+    response = anonymous.get("/health/jobs", **token)
+    assert response.content == b"ok: 1 workers alive and claiming\n"
+    assert "Authorization" in response["Vary"]
+    WorkerRecord.objects.update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    response = anonymous.get("/health/jobs", **token)
+    assert response.status_code == 503 and b"worker-7f3a" in response.content
+    assert b"worker-7f3a" in staff_client().get("/health/jobs").content
+    assert anonymous_body(anonymous, "/health/jobs", 503) == "no worker\n"
+
+
+def test_an_unreachable_database_is_a_state_for_anyone_and_an_error_for_the_token(settings):
+    settings.PQJOBS = {**settings.PQJOBS, "METRICS_TOKEN": "x" * 40}
+    client = Client()
+    port = connection.settings_dict["PORT"]
+    name = connection.settings_dict["NAME"]
+    connection.close()
+    connection.settings_dict["PORT"] = "1"  # nothing listens there
+    try:
+        public = client.get("/health/jobs")
+        private = client.get("/health/jobs", HTTP_AUTHORIZATION="Bearer " + "x" * 40)
+    finally:
+        connection.close()
+        connection.settings_dict["PORT"] = port
+    assert (public.status_code, public.content) == (503, b"unreachable\n")
+    assert private.status_code == 503
+    assert private.content.startswith(b"unreachable: could not read the job tables")
+    assert b"port 1" in private.content
+    for secret in (name, "127.0.0.1", "port 1"):
+        assert secret.encode() not in public.content

@@ -1,20 +1,34 @@
 """Prometheus metrics: the values a scrape shows for a known set of jobs run by several
-worker processes, read from the database by any web process."""
+worker processes, read from the database by any web process; who may scrape."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import F
+from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from django_pqjobs import enqueue_job, enqueue_many
+from django_pqjobs import enqueue_job, enqueue_many, flow, monitoring, transitions
 from django_pqjobs.models import Job, OutcomeCount, WorkerRecord
 from tests.helpers import run_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+TOKEN = "t0k3n-for-the-metrics-view-tests-0123456789"
+
+
+@pytest.fixture
+def client(db) -> Client:
+    """A client logged in as an active staff user (not a superuser): it may scrape."""
+    user = get_user_model().objects.create_user("ops", password="pw", is_staff=True)
+    staff = Client()
+    staff.force_login(user)
+    return staff
 
 
 def scrape(client) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -117,6 +131,11 @@ def test_the_sample_grafana_dashboard_uses_only_metrics_the_view_exports(client)
     from tests.helpers import ROOT
 
     enqueue_job("tests.noop", queue="g")
+    enqueue_job("tests.noop", queue="g", depends_on=[enqueue_job("tests.noop", queue="g")])
+    flow.pause_queue("held")
+    flow.pause_job_type("tests.sleep")
+    enqueue_job("tests.noop", queue="held")
+    transitions.hold_back(connection.alias, ["held"], 10)
     OutcomeCount.objects.create(job_type="tests.noop", queue="g", outcome="done", count=1)
     from django_pqjobs.models import DurationBucket
 
@@ -142,3 +161,158 @@ def test_without_the_extra_the_metrics_module_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
     with pytest.raises(ImproperlyConfigured, match=r"pip install 'django-pqjobs\[metrics\]'"):
         importlib.import_module("django_pqjobs.metrics")
+
+
+# --- who may scrape --------------------------------------------------------------------------
+
+
+def metrics_status(client: Client, **headers: str) -> int:
+    response = client.get("/metrics", **headers)
+    if response.status_code != 200:
+        assert b"pqjobs_" not in response.content
+    return response.status_code
+
+
+def test_only_active_staff_users_may_scrape_by_default():
+    enqueue_job("tests.noop", queue="secret-queue")
+    anonymous = Client()
+    assert metrics_status(anonymous) == 403
+    users = get_user_model().objects
+    member = Client()
+    member.force_login(users.create_user("member", password="pw"))
+    assert metrics_status(member) == 403
+    retired = Client()
+    retired.force_login(users.create_user("retired", password="pw", is_staff=True))
+    users.filter(username="retired").update(is_active=False)
+    assert metrics_status(retired) == 403
+    staff = Client()
+    staff.force_login(users.create_user("staff", password="pw", is_staff=True))
+    assert metrics_status(staff) == 200
+    # no token is configured: a bearer header opens nothing
+    assert metrics_status(anonymous, HTTP_AUTHORIZATION=f"Bearer {TOKEN}") == 403
+
+
+def test_the_metrics_token_opens_the_view_and_nothing_else_does(settings):
+    settings.PQJOBS = {**settings.PQJOBS, "METRICS_TOKEN": TOKEN}
+    anonymous = Client()
+    response = anonymous.get("/metrics")
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"].startswith("Bearer")
+    assert "Authorization" in response["Vary"]
+    assert metrics_status(anonymous, HTTP_AUTHORIZATION=f"Bearer {TOKEN}") == 200
+    assert metrics_status(anonymous, HTTP_AUTHORIZATION=f"bearer  {TOKEN} ") == 200
+    refused = [
+        f"Bearer {TOKEN[:-1]}",
+        f"Bearer {TOKEN}x",
+        f"Bearer {TOKEN[:-1]}\u00e9",  # not ASCII: compared as bytes, never a 500
+        f"Basic {TOKEN}",
+        TOKEN,
+        "Bearer",
+        "Bearer ",
+        "",
+        "\x00\xff",
+        f"Bearer {TOKEN} {TOKEN}",
+    ]
+    for header in refused:
+        assert metrics_status(anonymous, HTTP_AUTHORIZATION=header) == 401, header
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_user("s", password="pw", is_staff=True))
+    assert metrics_status(staff) == 200  # staff need no token
+
+
+def test_an_inactive_staff_user_is_refused_whatever_the_auth_backend(settings):
+    settings.AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.AllowAllUsersModelBackend"]
+    retired = get_user_model().objects.create_user(
+        "retired", password="pw", is_staff=True, is_active=False
+    )
+    client = Client()
+    client.force_login(retired)
+    assert metrics_status(client) == 403
+    retired.is_active = True
+    retired.save()
+    assert metrics_status(client) == 200
+
+
+def test_metrics_public_opens_the_view_to_anyone(settings):
+    settings.PQJOBS = {**settings.PQJOBS, "METRICS_PUBLIC": True}
+    assert metrics_status(Client()) == 200
+
+
+# --- held work ---------------------------------------------------------------------------------
+
+
+def test_held_waiting_and_paused_work_show_as_metrics(client):
+    # a paused queue with a backlog that a worker's claim has met: all of it blocked
+    flow.pause_queue("held")
+    enqueue_many("tests.noop", [{}] * 3, queue="held")
+    Job.objects.filter(queue="held").update(run_after=F("run_after") - timedelta(minutes=5))
+    assert transitions.hold_back(connection.alias, ["held"], 100) == 3
+    # jobs held by a rate limit and by a concurrency limit wait for room: that is lag
+    throttled = enqueue_many("tests.noop", [{}] * 2, queue="throttled")
+    Job.objects.filter(pk__in=throttled).update(
+        status="blocked", blocked_by="rate", run_after=timezone.now() - timedelta(minutes=2)
+    )
+    limited = enqueue_job("tests.echo", queue="throttled")
+    Job.objects.filter(pk=limited).update(status="blocked", blocked_by="limit")
+    # a job waiting for a dependency
+    first = enqueue_job("tests.noop", queue="deps", delay=3600)
+    enqueue_job("tests.noop", queue="deps", depends_on=[first])
+    flow.pause_job_type("tests.sleep")
+
+    samples = scrape(client)
+    held = {"queue": "held", "job_type": "tests.noop"}
+    assert value(samples, "pqjobs_jobs", status="blocked", **held) == 3
+    assert value(samples, "pqjobs_jobs", status="ready", **held) is None
+    assert value(samples, "pqjobs_jobs_blocked", queue="held", blocked_by="paused") == 3
+    assert value(samples, "pqjobs_queue_paused", queue="held") == 1
+    assert value(samples, "pqjobs_job_type_paused", job_type="tests.sleep") == 1
+    assert 300 <= value(samples, "pqjobs_queue_paused_lag_seconds", queue="held") < 360
+    assert value(samples, "pqjobs_queue_lag_seconds", queue="held") is None  # a pause is apart
+
+    assert value(samples, "pqjobs_jobs_blocked", queue="throttled", blocked_by="rate") == 2
+    assert value(samples, "pqjobs_jobs_blocked", queue="throttled", blocked_by="limit") == 1
+    assert (
+        value(samples, "pqjobs_jobs", queue="throttled", job_type="tests.noop", status="blocked")
+        == 2
+    )
+    assert 120 <= value(samples, "pqjobs_queue_lag_seconds", queue="throttled") < 180
+    assert value(samples, "pqjobs_queue_paused_lag_seconds", queue="throttled") is None
+
+    deps = {"queue": "deps", "job_type": "tests.noop"}
+    assert value(samples, "pqjobs_jobs", status="waiting", **deps) == 1
+    assert value(samples, "pqjobs_jobs", status="ready", **deps) == 1
+    assert value(samples, "pqjobs_queue_paused", queue="deps") is None
+
+    flow.resume_queue("held")
+    samples = scrape(client)
+    assert value(samples, "pqjobs_jobs", status="ready", **held) == 3
+    assert value(samples, "pqjobs_queue_paused", queue="held") is None
+    assert 300 <= value(samples, "pqjobs_queue_lag_seconds", queue="held") < 360
+
+
+# --- dead letters ------------------------------------------------------------------------------
+
+
+def fail(job_type: str, queue: str, count: int) -> None:
+    ids = enqueue_many(job_type, [{}] * count, queue=queue)
+    Job.objects.filter(pk__in=ids).update(status="failed", finished_at=timezone.now())
+
+
+def test_failed_jobs_are_counted_exactly_up_to_the_bound_then_estimated(client, monkeypatch):
+    fail("tests.noop", "dead", 8)
+    fail("tests.echo", "dead", 4)  # the newest
+    samples = scrape(client)
+    noop = {"queue": "dead", "job_type": "tests.noop", "status": "failed"}
+    echo = {"queue": "dead", "job_type": "tests.echo", "status": "failed"}
+    assert (value(samples, "pqjobs_jobs", **noop), value(samples, "pqjobs_jobs", **echo)) == (8, 4)
+
+    # past the bound only the newest are read, and their shares scale the planner's total
+    monkeypatch.setattr(monitoring, "FAILED_EXACT_UP_TO", 5)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE pqjobs_job")
+    rows = [row for row in monitoring.depth() if row.status == "failed"]
+    assert rows and all(row.estimated for row in rows)
+    samples = scrape(client)
+    counts = value(samples, "pqjobs_jobs", **noop), value(samples, "pqjobs_jobs", **echo)
+    assert sum(counts) == 12  # the planner knows the small table exactly
+    assert counts == (4, 8)  # the newest six: two noop, four echo

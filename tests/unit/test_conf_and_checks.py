@@ -64,6 +64,17 @@ def test_settings_are_read_at_access_time():
         ("PREFETCH_MAX", -1),
         ("PREFETCH_MAX", 2.5),
         ("ISOLATION", "vm"),
+        ("METRICS_TOKEN", ""),
+        ("METRICS_TOKEN", "   "),
+        ("METRICS_TOKEN", "short-token"),
+        ("METRICS_TOKEN", " " * 40),
+        ("METRICS_TOKEN", "a" * 20 + " " + "b" * 20),
+        ("METRICS_TOKEN", "a" * 40 + "\n"),
+        ("METRICS_TOKEN", "\u00e9" * 40),
+        ("METRICS_TOKEN", 1234),
+        ("METRICS_TOKEN", b"b" * 40),
+        ("METRICS_PUBLIC", "yes"),
+        ("METRICS_PUBLIC", 1),
     ],
 )
 def test_each_invalid_setting_has_its_stable_check_id(key, value):
@@ -258,3 +269,25 @@ def test_queue_rates_are_validated_and_unknown_queues_warned_about():
     with override_settings(PQJOBS={"QUEUE_RATES": {"default": "fast"}}):
         messages = {m.id: m.msg for m in run_checks() if m.id and m.id.startswith("pqjobs")}
     assert "'100/m'" in messages["pqjobs.E051"]
+
+
+def test_a_refused_metrics_token_is_not_repeated_in_the_check_message():
+    secret = "s3cret-but-with a space-in-the-middle-of-it"
+    with override_settings(PQJOBS={"METRICS_TOKEN": secret}):
+        messages = [m.msg for m in run_checks() if m.id == "pqjobs.E073"]
+    assert messages and "whitespace" in messages[0]
+    assert "s3cret" not in messages[0]
+    with override_settings(PQJOBS={"METRICS_TOKEN": "s3cret"}):
+        messages = [m.msg for m in run_checks() if m.id == "pqjobs.E073"]
+    assert messages and "at least 32 characters long, got 6" in messages[0]
+    assert "s3cret" not in messages[0]
+
+
+def test_metrics_access_defaults_and_a_good_token():
+    with override_settings(PQJOBS={}):
+        assert (conf.METRICS_TOKEN, conf.METRICS_PUBLIC) == (None, False)
+    token = "Abc-._~+/" * 4 + "=="  # every character RFC 6750 allows in a bearer token
+    assert _ids(METRICS_TOKEN=token, METRICS_PUBLIC=True) == set()
+    with override_settings(PQJOBS={"METRICS_TOKEN": token}):
+        configured = conf.METRICS_TOKEN
+    assert configured == token
