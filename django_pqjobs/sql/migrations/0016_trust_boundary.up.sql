@@ -199,13 +199,15 @@ BEGIN
             SELECT id, queue, job_type, priority, run_after, concurrency_key, concurrency_limit,
                    rate_key
             FROM :"schema".pqjobs_job
-            WHERE status = 'ready' AND run_after <= now() AND ($3::text[] IS NULL OR queue = ANY($3)) AND priority >= $4
+            WHERE status = 'ready' AND run_after <= now()
+              AND ($3::text[] IS NULL OR queue = ANY($3)) AND priority >= $4
             ORDER BY priority DESC, run_after, id
             LIMIT $2
             FOR UPDATE SKIP LOCKED
         ), numbered AS (
             SELECT p.*, row_number() OVER (ORDER BY p.priority DESC, p.run_after, p.id) AS ord,
-                   EXISTS (SELECT 1 FROM :"schema".pqjobs_pause z WHERE z.kind = 'queue' AND z.name = p.queue)
+                   EXISTS (SELECT 1 FROM :"schema".pqjobs_pause z
+                           WHERE z.kind = 'queue' AND z.name = p.queue)
                    OR EXISTS (SELECT 1 FROM :"schema".pqjobs_pause z
                               WHERE z.kind = 'job_type' AND z.name = p.job_type) AS paused
             FROM picked p
@@ -248,7 +250,8 @@ BEGIN
             SELECT r.* FROM rate_ranked r
             WHERE NOT r.rate_busy
               AND (r.rate_key IS NULL
-                   OR r.rate_rank <= (SELECT g.last_grant FROM rate_grant g WHERE g.key = r.rate_key))
+                   OR r.rate_rank <= (SELECT g.last_grant FROM rate_grant g
+                                      WHERE g.key = r.rate_key))
         ), key_wanted AS (
             SELECT concurrency_key, max(concurrency_limit) AS lim, count(*) AS wanted
             FROM rate_passed WHERE concurrency_key IS NOT NULL
@@ -299,7 +302,8 @@ BEGIN
                     WHEN n.id IN (SELECT id FROM rate_passed) THEN 'limit'
                     ELSE 'rate' END
             FROM numbered n
-            WHERE j.id = n.id AND n.id NOT IN (SELECT id FROM go) AND n.id NOT IN (SELECT id FROM busy)
+            WHERE j.id = n.id AND n.id NOT IN (SELECT id FROM go)
+              AND n.id NOT IN (SELECT id FROM busy)
             RETURNING j.id
         )
         SELECT id, job_type, queue, payload::text, priority, attempts, max_attempts,
@@ -351,7 +355,8 @@ $$;
 -- where its row lay when claimed (a tid as text, or null)]. Returns the ids written; an
 -- attempt that is no longer this worker's is left as it is. The result and progress come as
 -- JSON text inside a JSON string, so no value can change the shape of the document.
-CREATE OR REPLACE FUNCTION :"schema".pqjobs_complete(p_worker text, p_done jsonb) RETURNS SETOF bigint
+CREATE OR REPLACE FUNCTION :"schema".pqjobs_complete(p_worker text, p_done jsonb)
+RETURNS SETOF bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET enable_bitmapscan = off
@@ -507,7 +512,8 @@ BEGIN
         SELECT txid_current(), o.id, o.batch_id, o.has_dependents, o.status, 'deleted',
                first AND row_number() OVER () = 1
         FROM pqjobs_old o
-        WHERE (o.batch_id IS NOT NULL OR o.has_dependents) AND o.status NOT IN ('done', 'failed', 'cancelled');
+        WHERE (o.batch_id IS NOT NULL OR o.has_dependents)
+          AND o.status NOT IN ('done', 'failed', 'cancelled');
     ELSE
         -- (in this branch: the DELETE trigger has no pqjobs_new)
         IF NOT EXISTS (
@@ -537,7 +543,8 @@ BEGIN
             GROUP BY v.id
         ) c
         WHERE c.new_status IS NOT NULL
-          AND (c.old_status IN ('done', 'failed', 'cancelled')) <> (c.new_status IN ('done', 'failed', 'cancelled'));
+          AND (c.old_status IN ('done', 'failed', 'cancelled'))
+              <> (c.new_status IN ('done', 'failed', 'cancelled'));
     END IF;
     GET DIAGNOSTICS noted = ROW_COUNT;
     IF first AND noted > 0 THEN
@@ -633,8 +640,10 @@ BEGIN
         IF true = ANY(a_dependents) THEN
             PERFORM 1 FROM :"schema".pqjobs_job j
             WHERE j.status = 'waiting' AND j.id IN (
-                SELECT d.job_id FROM :"schema".pqjobs_dependency d JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
-                AS s(job_id, batch_id, has_dependents, old_status, new_status) ON s.job_id = d.depends_on_id
+                SELECT d.job_id FROM :"schema".pqjobs_dependency d
+                JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
+                     AS s(job_id, batch_id, has_dependents, old_status, new_status)
+                     ON s.job_id = d.depends_on_id
                 WHERE s.has_dependents AND s.old_status NOT IN ('done', 'failed', 'cancelled'))
             ORDER BY j.id
             FOR UPDATE;
@@ -644,8 +653,10 @@ BEGIN
                        min(s.job_id) FILTER (WHERE s.new_status <> 'done') AS bad_id,
                        (array_agg(s.new_status ORDER BY s.job_id)
                             FILTER (WHERE s.new_status <> 'done'))[1] AS bad_status
-                FROM :"schema".pqjobs_dependency d JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
-                AS s(job_id, batch_id, has_dependents, old_status, new_status) ON s.job_id = d.depends_on_id
+                FROM :"schema".pqjobs_dependency d
+                JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
+                     AS s(job_id, batch_id, has_dependents, old_status, new_status)
+                     ON s.job_id = d.depends_on_id
                 WHERE s.has_dependents AND s.old_status NOT IN ('done', 'failed', 'cancelled')
                 GROUP BY d.job_id
             ), moved AS (
@@ -688,7 +699,8 @@ BEGIN
         FOR b IN
             SELECT s.batch_id,
                    sum((s.old_status IN ('done', 'failed', 'cancelled'))::integer
-                       - (s.new_status IN ('done', 'failed', 'cancelled') OR s.new_status = 'deleted')::integer)
+                       - (s.new_status IN ('done', 'failed', 'cancelled')
+                          OR s.new_status = 'deleted')::integer)
                        AS d_pending,
                    sum((s.new_status = 'done')::integer - (s.old_status = 'done')::integer)
                        AS d_done,

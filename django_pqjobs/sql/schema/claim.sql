@@ -102,13 +102,15 @@ BEGIN
             SELECT id, queue, job_type, priority, run_after, concurrency_key, concurrency_limit,
                    rate_key
             FROM :"schema".pqjobs_job
-            WHERE status = 'ready' AND run_after <= now() AND ($3::text[] IS NULL OR queue = ANY($3)) AND priority >= $4
+            WHERE status = 'ready' AND run_after <= now()
+              AND ($3::text[] IS NULL OR queue = ANY($3)) AND priority >= $4
             ORDER BY priority DESC, run_after, id
             LIMIT $2
             FOR UPDATE SKIP LOCKED
         ), numbered AS (
             SELECT p.*, row_number() OVER (ORDER BY p.priority DESC, p.run_after, p.id) AS ord,
-                   EXISTS (SELECT 1 FROM :"schema".pqjobs_pause z WHERE z.kind = 'queue' AND z.name = p.queue)
+                   EXISTS (SELECT 1 FROM :"schema".pqjobs_pause z
+                           WHERE z.kind = 'queue' AND z.name = p.queue)
                    OR EXISTS (SELECT 1 FROM :"schema".pqjobs_pause z
                               WHERE z.kind = 'job_type' AND z.name = p.job_type) AS paused
             FROM picked p
@@ -151,7 +153,8 @@ BEGIN
             SELECT r.* FROM rate_ranked r
             WHERE NOT r.rate_busy
               AND (r.rate_key IS NULL
-                   OR r.rate_rank <= (SELECT g.last_grant FROM rate_grant g WHERE g.key = r.rate_key))
+                   OR r.rate_rank <= (SELECT g.last_grant FROM rate_grant g
+                                      WHERE g.key = r.rate_key))
         ), key_wanted AS (
             SELECT concurrency_key, max(concurrency_limit) AS lim, count(*) AS wanted
             FROM rate_passed WHERE concurrency_key IS NOT NULL
@@ -202,7 +205,8 @@ BEGIN
                     WHEN n.id IN (SELECT id FROM rate_passed) THEN 'limit'
                     ELSE 'rate' END
             FROM numbered n
-            WHERE j.id = n.id AND n.id NOT IN (SELECT id FROM go) AND n.id NOT IN (SELECT id FROM busy)
+            WHERE j.id = n.id AND n.id NOT IN (SELECT id FROM go)
+              AND n.id NOT IN (SELECT id FROM busy)
             RETURNING j.id
         )
         SELECT id, job_type, queue, payload::text, priority, attempts, max_attempts,
@@ -254,7 +258,8 @@ $$;
 -- where its row lay when claimed (a tid as text, or null)]. Returns the ids written; an
 -- attempt that is no longer this worker's is left as it is. The result and progress come as
 -- JSON text inside a JSON string, so no value can change the shape of the document.
-CREATE OR REPLACE FUNCTION :"schema".pqjobs_complete(p_worker text, p_done jsonb) RETURNS SETOF bigint
+CREATE OR REPLACE FUNCTION :"schema".pqjobs_complete(p_worker text, p_done jsonb)
+RETURNS SETOF bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET enable_bitmapscan = off

@@ -35,7 +35,8 @@ BEGIN
         SELECT txid_current(), o.id, o.batch_id, o.has_dependents, o.status, 'deleted',
                first AND row_number() OVER () = 1
         FROM pqjobs_old o
-        WHERE (o.batch_id IS NOT NULL OR o.has_dependents) AND o.status NOT IN ('done', 'failed', 'cancelled');
+        WHERE (o.batch_id IS NOT NULL OR o.has_dependents)
+          AND o.status NOT IN ('done', 'failed', 'cancelled');
     ELSE
         -- (in this branch: the DELETE trigger has no pqjobs_new)
         IF NOT EXISTS (
@@ -65,7 +66,8 @@ BEGIN
             GROUP BY v.id
         ) c
         WHERE c.new_status IS NOT NULL
-          AND (c.old_status IN ('done', 'failed', 'cancelled')) <> (c.new_status IN ('done', 'failed', 'cancelled'));
+          AND (c.old_status IN ('done', 'failed', 'cancelled'))
+              <> (c.new_status IN ('done', 'failed', 'cancelled'));
     END IF;
     GET DIAGNOSTICS noted = ROW_COUNT;
     IF first AND noted > 0 THEN
@@ -175,8 +177,10 @@ BEGIN
         IF true = ANY(a_dependents) THEN
             PERFORM 1 FROM :"schema".pqjobs_job j
             WHERE j.status = 'waiting' AND j.id IN (
-                SELECT d.job_id FROM :"schema".pqjobs_dependency d JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
-                AS s(job_id, batch_id, has_dependents, old_status, new_status) ON s.job_id = d.depends_on_id
+                SELECT d.job_id FROM :"schema".pqjobs_dependency d
+                JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
+                     AS s(job_id, batch_id, has_dependents, old_status, new_status)
+                     ON s.job_id = d.depends_on_id
                 WHERE s.has_dependents AND s.old_status NOT IN ('done', 'failed', 'cancelled'))
             ORDER BY j.id
             FOR UPDATE;
@@ -186,8 +190,10 @@ BEGIN
                        min(s.job_id) FILTER (WHERE s.new_status <> 'done') AS bad_id,
                        (array_agg(s.new_status ORDER BY s.job_id)
                             FILTER (WHERE s.new_status <> 'done'))[1] AS bad_status
-                FROM :"schema".pqjobs_dependency d JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
-                AS s(job_id, batch_id, has_dependents, old_status, new_status) ON s.job_id = d.depends_on_id
+                FROM :"schema".pqjobs_dependency d
+                JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
+                     AS s(job_id, batch_id, has_dependents, old_status, new_status)
+                     ON s.job_id = d.depends_on_id
                 WHERE s.has_dependents AND s.old_status NOT IN ('done', 'failed', 'cancelled')
                 GROUP BY d.job_id
             ), moved AS (
@@ -230,7 +236,8 @@ BEGIN
         FOR b IN
             SELECT s.batch_id,
                    sum((s.old_status IN ('done', 'failed', 'cancelled'))::integer
-                       - (s.new_status IN ('done', 'failed', 'cancelled') OR s.new_status = 'deleted')::integer)
+                       - (s.new_status IN ('done', 'failed', 'cancelled')
+                          OR s.new_status = 'deleted')::integer)
                        AS d_pending,
                    sum((s.new_status = 'done')::integer - (s.old_status = 'done')::integer)
                        AS d_done,
