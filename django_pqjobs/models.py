@@ -10,6 +10,8 @@ values before they reach these columns.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.db.models import F, Q
@@ -48,6 +50,29 @@ __all__ = [
     "Schedule",
     "WorkerRecord",
 ]
+
+
+class Timestamp(models.DateTimeField):
+    """A ``timestamptz`` column, read back inside the calendar Python has (years 1-9999).
+
+    PostgreSQL stores far more: ``'infinity'``, year 200000, 4000 BC. A row written behind
+    the application's back with such a value made every query that read it fail (the job
+    list, the job page, the dashboard answered 500). Reads are clamped in SQL to
+    ``0001-01-02`` .. ``9999-12-30`` UTC, so such a row shows at the edge of the calendar;
+    what is stored, compared and sorted is untouched. Migrations see a plain
+    ``DateTimeField``.
+    """
+
+    def select_format(self, compiler: Any, sql: str, params: Any) -> tuple[str, Any]:
+        return (
+            f"LEAST(GREATEST({sql}, '0001-01-02 00:00:00+00'::timestamptz), "
+            "'9999-12-30 00:00:00+00'::timestamptz)",
+            params,
+        )
+
+    def deconstruct(self) -> Any:
+        name, _path, args, kwargs = super().deconstruct()
+        return name, "django.db.models.DateTimeField", args, kwargs
 
 
 class JobQuerySet(models.QuerySet["Job"]):
@@ -95,18 +120,18 @@ class Job(models.Model):
     priority = models.IntegerField(default=0, db_default=0, help_text="Higher runs first.")
     attempts = models.IntegerField(default=0, db_default=0)
     max_attempts = models.IntegerField(default=5, db_default=5)
-    run_after = models.DateTimeField(db_default=Now())
+    run_after = Timestamp(db_default=Now())
     timeout_seconds = models.FloatField(null=True, blank=True)
-    locked_at = models.DateTimeField(null=True, blank=True)
+    locked_at = Timestamp(null=True, blank=True)
     locked_by = models.CharField(max_length=NAME_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = Timestamp(null=True, blank=True)
     retried_from = models.IntegerField(
         default=0,
         db_default=0,
         help_text="Attempts made before the last operator Retry: the backoff counts "
         "attempts from there, and the next Retry grants as many as this round had.",
     )
-    started_at = models.DateTimeField(
+    started_at = Timestamp(
         null=True,
         blank=True,
         help_text="When a handler last started (recorded just after it starts). A rescued "
@@ -119,10 +144,10 @@ class Job(models.Model):
     last_error = models.TextField(blank=True, default="", db_default="")
     error_type = models.CharField(max_length=200, blank=True, default="", db_default="")
     result = models.JSONField(encoder=DjangoJSONEncoder, null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    finished_at = Timestamp(null=True, blank=True)
     duration_ms = models.BigIntegerField(null=True, blank=True)
     progress = models.JSONField(null=True, blank=True)
-    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = Timestamp(null=True, blank=True)
     # Flow control (see flow.py): the job's concurrency key and limit, its rate bucket and
     # rate, copied from its job type's declaration when it was enqueued.
     concurrency_key = models.CharField(  # noqa: DJ001
@@ -195,8 +220,8 @@ class Job(models.Model):
     # W3C trace context (``traceparent``, ``tracestate``) of the span that enqueued the job,
     # when OpenTelemetry is in use: each attempt's span continues that trace.
     trace_context = models.JSONField(null=True, blank=True, editable=False)
-    created_at = models.DateTimeField(db_default=Now())
-    updated_at = models.DateTimeField(db_default=Now())
+    created_at = Timestamp(db_default=Now())
+    updated_at = Timestamp(db_default=Now())
 
     objects = JobQuerySet.as_manager()
 
@@ -292,8 +317,8 @@ class JobAttempt(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="failed_attempts")
     attempt = models.IntegerField()
     worker_id = models.CharField(max_length=NAME_MAX_LENGTH, blank=True, default="")
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(db_default=Now())
+    started_at = Timestamp(null=True, blank=True)
+    finished_at = Timestamp(db_default=Now())
     outcome = models.CharField(max_length=16, choices=AttemptOutcome.choices)
     error_type = models.CharField(max_length=200, blank=True, default="")
     traceback = models.TextField(blank=True, default="")
@@ -316,7 +341,7 @@ class OperatorAction(models.Model):
     """
 
     id = models.BigAutoField(primary_key=True)
-    at = models.DateTimeField(db_default=Now())
+    at = Timestamp(db_default=Now())
     actor = models.CharField(max_length=ACTOR_MAX_LENGTH, help_text="Who did it.")
     action = models.CharField(max_length=32, choices=AuditAction.choices)
     job_id = models.BigIntegerField(null=True, blank=True, help_text="The job acted on.")
@@ -361,9 +386,9 @@ class WorkerRecord(models.Model):
     pid = models.IntegerField(null=True, blank=True)
     queues = models.JSONField(null=True, blank=True, help_text="null means every queue")
     concurrency = models.IntegerField(default=1)
-    started_at = models.DateTimeField(db_default=Now())
-    heartbeat_at = models.DateTimeField(db_default=Now())
-    loop_at = models.DateTimeField(
+    started_at = Timestamp(db_default=Now())
+    heartbeat_at = Timestamp(db_default=Now())
+    loop_at = Timestamp(
         null=True,
         blank=True,
         help_text="When the claim loop last ran: claimed, looked for work, or waited for a "
@@ -412,8 +437,8 @@ class Batch(models.Model):
     finishes = models.IntegerField(
         default=0, db_default=0, help_text="How many times it finished (Retry reopens it)."
     )
-    created_at = models.DateTimeField(db_default=Now())
-    finished_at = models.DateTimeField(null=True, blank=True)
+    created_at = Timestamp(db_default=Now())
+    finished_at = Timestamp(null=True, blank=True)
 
     class Meta:
         db_table = "pqjobs_batch"
@@ -482,7 +507,7 @@ class RateBucket(models.Model):
     key = models.CharField(max_length=DEDUPE_KEY_MAX_LENGTH, primary_key=True)
     allowance = models.IntegerField()
     period = models.FloatField()
-    window_start = models.DateTimeField(null=True, blank=True)
+    window_start = Timestamp(null=True, blank=True)
     used = models.IntegerField(default=0, db_default=0)
     last_grant = models.IntegerField(default=0, db_default=0)
 
@@ -503,7 +528,7 @@ class Pause(models.Model):
 
     kind = models.CharField(max_length=16, choices=PauseKind.choices)
     name = models.CharField(max_length=NAME_MAX_LENGTH)
-    paused_at = models.DateTimeField(db_default=Now())
+    paused_at = Timestamp(db_default=Now())
     paused_by = models.CharField(max_length=150, blank=True, default="", db_default="")
 
     class Meta:
@@ -569,8 +594,8 @@ class Schedule(models.Model):
     misfire = models.CharField(
         max_length=16, choices=MisfirePolicy.choices, default=MisfirePolicy.RUN_ONCE
     )
-    next_run_at = models.DateTimeField(null=True, blank=True)
-    last_run_at = models.DateTimeField(null=True, blank=True)
+    next_run_at = Timestamp(null=True, blank=True)
+    last_run_at = Timestamp(null=True, blank=True)
     last_job = models.ForeignKey(
         Job,
         null=True,
@@ -581,8 +606,8 @@ class Schedule(models.Model):
         help_text="May point to a pruned job.",
     )
     declared = models.JSONField(null=True, blank=True, editable=False)
-    created_at = models.DateTimeField(db_default=Now())
-    updated_at = models.DateTimeField(db_default=Now())
+    created_at = Timestamp(db_default=Now())
+    updated_at = Timestamp(db_default=Now())
 
     class Meta:
         db_table = "pqjobs_schedule"
@@ -625,7 +650,7 @@ class OutcomeCount(models.Model):
     outcome = models.CharField(max_length=16)
     count = models.BigIntegerField(default=0)
     duration_ms = models.BigIntegerField(default=0, help_text="Sum of the attempts' durations.")
-    updated_at = models.DateTimeField(db_default=Now())
+    updated_at = Timestamp(db_default=Now())
 
     class Meta:
         db_table = "pqjobs_outcome_count"

@@ -29,15 +29,19 @@ READ_TIMEOUT_MS = 5000
 FAILED_EXACT_UP_TO = 10_000
 
 # One arm per status, so each is served by its partial index (claim, blocked, waiting,
-# running, failed) however many finished rows the table holds. The failed arm reads only the
+# running, failed) however many finished rows the table holds. Ages are differences of
+# epochs, not of timestamps: a run_after of '-infinity' written behind our back is an
+# infinite age, where "now() - run_after" would fail the whole scrape. The failed arm reads only the
 # newest FAILED_EXACT_UP_TO + 1 failed jobs, newest first through their index.
 _DEPTH = """
 SELECT queue, job_type, 'ready', NULL, count(*), count(*) FILTER (WHERE run_after <= now()),
-       extract(epoch FROM now() - min(run_after) FILTER (WHERE run_after <= now()))
+       extract(epoch FROM now())
+       - extract(epoch FROM min(run_after) FILTER (WHERE run_after <= now()))
 FROM pqjobs_job WHERE status = 'ready' GROUP BY queue, job_type
 UNION ALL
 SELECT queue, job_type, 'blocked', blocked_by, count(*), 0,
-       extract(epoch FROM now() - min(run_after) FILTER (WHERE run_after <= now()))
+       extract(epoch FROM now())
+       - extract(epoch FROM min(run_after) FILTER (WHERE run_after <= now()))
 FROM pqjobs_job WHERE status = 'blocked' GROUP BY queue, job_type, blocked_by
 UNION ALL
 SELECT queue, job_type, 'waiting', NULL, count(*), 0, NULL
@@ -134,7 +138,7 @@ def _oldest(rows: Iterable[Depth]) -> dict[str, float]:
 
 # Ready jobs walk the claim index; jobs held by a limit or rate the blocked-jobs index.
 _LAG = """
-SELECT extract(epoch FROM now() - least(
+SELECT extract(epoch FROM now()) - extract(epoch FROM least(
     (SELECT min(run_after) FROM pqjobs_job
      WHERE status = 'ready' AND run_after <= now() {queue_filter}),
     (SELECT min(run_after) FROM pqjobs_job
@@ -181,9 +185,10 @@ class WorkerState:
 
 
 _WORKERS = """
-SELECT worker_id, hostname, pid, concurrency, started_at,
-       extract(epoch FROM now() - heartbeat_at),
-       extract(epoch FROM now() - loop_at)
+SELECT worker_id, hostname, pid, concurrency,
+       least(greatest(started_at, '0001-01-02 00:00+00'), '9999-12-30 00:00+00'),
+       extract(epoch FROM now()) - extract(epoch FROM heartbeat_at),
+       extract(epoch FROM now()) - extract(epoch FROM loop_at)
 FROM pqjobs_worker ORDER BY worker_id
 """
 

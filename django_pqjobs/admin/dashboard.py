@@ -21,6 +21,7 @@ SELECT date_trunc('minute', finished_at) AS minute,
        count(*) FILTER (WHERE status = 'failed')
 FROM pqjobs_job
 WHERE status IN ('done', 'failed', 'cancelled') AND finished_at > now() - interval '1 hour'
+  AND finished_at <= now()  -- a row written behind our back may say 'infinity'
 GROUP BY 1
 """
 # Failed attempts after which the job went on (a retry), per minute. The attempt that ended
@@ -28,7 +29,8 @@ GROUP BY 1
 # given back (released) was no failure.
 _RETRIES_PER_MINUTE = """
 SELECT date_trunc('minute', a.finished_at), count(*) FROM pqjobs_attempt a
-WHERE a.finished_at > now() - interval '1 hour' AND a.outcome <> 'released'
+WHERE a.finished_at > now() - interval '1 hour' AND a.finished_at <= now()
+  AND a.outcome <> 'released'
   AND NOT EXISTS (SELECT 1 FROM pqjobs_job j
                   WHERE j.id = a.job_id AND j.status IN ('failed', 'cancelled')
                     AND j.attempts = a.attempt)
@@ -48,7 +50,9 @@ _ACTIVE = """
 SELECT 'waiting', queue, count(*), NULL FROM pqjobs_job WHERE status = 'waiting'
 GROUP BY queue
 UNION ALL
-SELECT 'ready', queue, count(*), min(run_after) FILTER (WHERE run_after <= now())
+SELECT 'ready', queue, count(*),
+       -- inside Python's calendar, whatever a row written behind our back says
+       min(greatest(run_after, '0001-01-02 00:00+00')) FILTER (WHERE run_after <= now())
 FROM pqjobs_job WHERE status = 'ready' GROUP BY queue
 UNION ALL
 SELECT 'blocked', queue, count(*), NULL FROM pqjobs_job WHERE status = 'blocked' GROUP BY queue

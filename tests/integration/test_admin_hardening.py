@@ -508,3 +508,44 @@ def test_schedule_pages_show_a_broken_row_as_invalid(operator, broken, reason):
         response = operator.get(url)
         assert response.status_code == 200, url
         assert reason in response.content.decode(), url
+
+
+# --- timestamps outside Python's calendar ------------------------------------------------
+
+
+def test_timestamps_past_pythons_calendar_never_make_a_page_fail(admin_client):
+    """PostgreSQL stores 'infinity', year 200000 and 4000 BC; Python's datetime does not.
+    Rows written so behind the application's back (every timestamp column, every active
+    and finished status) are shown at the edge of the calendar, and the lists, the job
+    pages, the dashboard, the metrics and the health view answer."""
+    values = ["infinity", "-infinity", "200000-01-01", "4000-01-01 BC"]
+    columns = ["run_after", "finished_at", "locked_at", "created_at", "heartbeat_at"]
+    statuses = ["ready", "blocked", "running", "failed"]
+    jobs = []
+    with connection.cursor() as cursor:
+        for n, (value, column) in enumerate((v, c) for v in values for c in columns):
+            job = enqueue_job("tests.noop")
+            status = statuses[n % len(statuses)]
+            cursor.execute(
+                f"UPDATE pqjobs_job SET {column} = %s::timestamptz, status = %s, "
+                "blocked_by = CASE WHEN %s = 'blocked' THEN 'limit' END WHERE id = %s",
+                [value, status, status, job],
+            )
+            jobs.append(job)
+        cursor.execute(
+            "INSERT INTO pqjobs_worker (worker_id, hostname, concurrency, started_at, "
+            "heartbeat_at, loop_at) VALUES ('w', 'h', 1, 'infinity', '-infinity', 'infinity')"
+        )
+    pages = [
+        CHANGELIST,
+        f"{CHANGELIST}?status__exact=failed",
+        f"{CHANGELIST}?status__exact=ready",
+        reverse("admin:django_pqjobs_job_dashboard"),
+        "/metrics",
+        "/health/jobs",
+        *(change_url(job) for job in jobs),
+    ]
+    answers = {page: admin_client.get(page).status_code for page in pages}
+    assert {page: code for page, code in answers.items() if code not in (200, 503)} == {}
+    page = admin_client.get(change_url(jobs[0])).content.decode()
+    assert "9999" in page  # run_after 'infinity', shown at the end of the calendar
