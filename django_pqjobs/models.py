@@ -52,22 +52,27 @@ __all__ = [
 ]
 
 
+_EARLIEST = "0001-01-01 00:00:00+00"
+_LATEST = "9999-12-31 23:59:59.999999+00"
+
+
 class Timestamp(models.DateTimeField):
     """A ``timestamptz`` column, read back inside the calendar Python has (years 1-9999).
 
     PostgreSQL stores far more: ``'infinity'``, year 200000, 4000 BC. A row written behind
     the application's back with such a value made every query that read it fail (the job
     list, the job page, the dashboard answered 500). Reads are clamped in SQL to
-    ``0001-01-02`` .. ``9999-12-30`` UTC, so such a row shows at the edge of the calendar;
-    what is stored, compared and sorted is untouched. Migrations see a plain
+    ``0001-01-01`` .. ``9999-12-31 23:59:59.999999`` UTC, so such a row shows at the edge of
+    the calendar; what is stored, compared and sorted is untouched. Migrations see a plain
     ``DateTimeField``.
     """
 
     def select_format(self, compiler: Any, sql: str, params: Any) -> tuple[str, Any]:
+        # CASE, not LEAST/GREATEST: those would turn NULL into a bound
         return (
-            f"LEAST(GREATEST({sql}, '0001-01-02 00:00:00+00'::timestamptz), "
-            "'9999-12-30 00:00:00+00'::timestamptz)",
-            params,
+            f"CASE WHEN {sql} < '{_EARLIEST}' THEN '{_EARLIEST}'::timestamptz "
+            f"WHEN {sql} > '{_LATEST}' THEN '{_LATEST}'::timestamptz ELSE {sql} END",
+            tuple(params) * 3,
         )
 
     def deconstruct(self) -> Any:

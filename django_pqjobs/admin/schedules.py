@@ -1,6 +1,12 @@
 """Admin for recurring schedules: list with next/last run, validated form, next-run preview,
-and the actions Enable, Disable and Run now (which need the change permission; each is
-recorded in the audit trail under the user's name).
+and the actions Enable, Disable and Run now (each recorded in the audit trail under the
+user's name).
+
+A schedule enqueues jobs, so deciding *what* it runs is enqueueing: creating a schedule,
+changing its job type, payload, queue or priority, and Run now need the permission to add
+jobs (``django_pqjobs.add_job``) besides the schedule's own. Without it a user who may
+change schedules sees those fields read-only (a POST that changes them anyway changes
+nothing) and may still tune the timing, enable and disable.
 
 The form holds a schedule to what ``enqueue_job`` accepts: a registered job type, a payload
 within ``PQJOBS['PAYLOAD_MAX_BYTES']`` that PostgreSQL can store, queue and priority as
@@ -49,6 +55,9 @@ from .changelist import GuardedListAdmin
 
 PREVIEW_RUNS = 5
 LISTED_JOB_TYPES = 500
+# Deciding what a schedule runs is enqueueing jobs: the permission to add them.
+ENQUEUE_PERMISSION = "django_pqjobs.add_job"
+WHAT_RUNS = ("job_type", "payload", "queue", "priority")
 
 
 class PayloadField(forms.JSONField):
@@ -107,6 +116,18 @@ class ScheduleForm(forms.ModelForm):
         widgets = {"job_type": JobTypeInput}
         help_texts = {"job_type": "A job type registered with @job in this project."}
 
+    # Whether the user may decide what runs (see ScheduleAdmin.get_form).
+    may_enqueue = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.may_enqueue:
+            # disabled: the form keeps the stored value whatever a request sends
+            for name in WHAT_RUNS:
+                field = self.fields[name]
+                field.disabled = True
+                field.help_text = "Changing what a schedule runs needs the permission to add jobs."
+
     def clean_name(self) -> str:
         return _validated(options.schedule_name, self.cleaned_data.get("name"))
 
@@ -163,6 +184,8 @@ class ScheduleForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         super().clean()
         cleaned = self.cleaned_data
+        if not self.may_enqueue and self.instance.pk is None:
+            raise forms.ValidationError("Creating a schedule needs the permission to add jobs.")
         if "cron" in self.errors or "interval_seconds" in self.errors:
             return cleaned
         has_cron = bool(cleaned.get("cron"))
@@ -255,6 +278,27 @@ class ScheduleAdmin(GuardedListAdmin):
         ("Policies", {"fields": ["overlap", "misfire"]}),
         ("State", {"fields": ["next_run", "last_run", "declared_in_code"]}),
     ]
+
+    # --- permissions: what a schedule runs is enqueueing -----------------------------------
+
+    def has_enqueue_permission(self, request: HttpRequest) -> bool:
+        """May the user decide what schedules run?"""
+        return bool(request.user.has_perm(ENQUEUE_PERMISSION))
+
+    def has_run_permission(self, request: HttpRequest) -> bool:
+        """May the user run schedules now (Run now)? (An action's permissions are any-of.)"""
+        return self.has_change_permission(request) and self.has_enqueue_permission(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return super().has_add_permission(request) and self.has_enqueue_permission(request)
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        if self.has_enqueue_permission(request):
+            return form
+        return type(f"Locked{form.__name__}", (form,), {"may_enqueue": False})
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
         status = Job.objects.filter(pk=OuterRef("last_job_id")).values("status")[:1]
@@ -357,7 +401,7 @@ class ScheduleAdmin(GuardedListAdmin):
             messages.SUCCESS,
         )
 
-    @admin.action(description="Run selected schedules now", permissions=["change"])
+    @admin.action(description="Run selected schedules now", permissions=["run"])
     def run_now(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         for pk, name in queryset.values_list("pk", "name"):
             try:

@@ -57,7 +57,13 @@ def make_user(name: str, *perms: str) -> Client:
 @pytest.fixture
 def operator() -> Client:
     return make_user(
-        "operator", "view_job", "change_job", "view_schedule", "add_schedule", "change_schedule"
+        "operator",
+        "view_job",
+        "change_job",
+        "add_job",  # deciding what a schedule runs is enqueueing
+        "view_schedule",
+        "add_schedule",
+        "change_schedule",
     )
 
 
@@ -186,6 +192,62 @@ def test_run_now_of_a_schedule_broken_outside_the_form_says_why(operator):
     [message] = messages_of(response)
     assert message.startswith("schedule 'big': not run:") and "262144" in message
     assert not Job.objects.exists()
+
+
+# --- a schedule cannot be used to run what its user may not enqueue ------------------------
+
+
+@pytest.fixture
+def schedule_editor() -> Client:
+    """May change schedules (timing, enable, disable), not add jobs."""
+    return make_user("editor", "view_job", "view_schedule", "add_schedule", "change_schedule")
+
+
+def test_without_the_enqueue_permission_a_schedule_cannot_be_retargeted(schedule_editor):
+    schedule = Schedule.objects.create(
+        name="nightly", job_type="tests.noop", interval_seconds=3600, payload={"a": 1}
+    )
+    page = schedule_editor.get(schedule_url(schedule.pk)).content.decode()
+    assert re.search(r'<input[^>]*name="job_type"[^>]*disabled', page)
+    retarget = schedule_form(
+        job_type="tests.echo", payload='{"order_id": 1}', queue="emails", priority="99", cron=""
+    )
+    retarget["interval_seconds"] = "60"  # the timing is theirs to change
+    response = schedule_editor.post(schedule_url(schedule.pk), retarget)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    schedule.refresh_from_db()
+    assert (schedule.job_type, schedule.payload, schedule.queue, schedule.priority) == (
+        "tests.noop",
+        {"a": 1},
+        "",
+        None,
+    )
+    assert schedule.interval_seconds == 60
+    # creating one is deciding what runs too; so is Run now
+    assert schedule_editor.get(ADD_SCHEDULE).status_code == 403
+    assert schedule_editor.post(ADD_SCHEDULE, schedule_form(name="other")).status_code == 403
+    run_now = {"action": "run_now", "_selected_action": [schedule.pk]}
+    schedule_editor.post(SCHEDULES, run_now, follow=True)
+    assert not Schedule.objects.filter(name="other").exists()
+    assert not Job.objects.exists()
+    # enabling and disabling stays theirs
+    disable = {"action": "disable_schedules", "_selected_action": [schedule.pk]}
+    schedule_editor.post(SCHEDULES, disable, follow=True)
+    assert not Schedule.objects.get(pk=schedule.pk).enabled
+
+
+def test_with_the_enqueue_permission_a_schedule_is_retargeted_and_run(operator):
+    schedule = Schedule.objects.create(
+        name="nightly", job_type="tests.noop", interval_seconds=3600, payload={"a": 1}
+    )
+    retarget = schedule_form(job_type="tests.echo", payload='{"order_id": 1}', cron="")
+    retarget["interval_seconds"] = "3600"
+    response = operator.post(schedule_url(schedule.pk), retarget)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    schedule.refresh_from_db()
+    assert (schedule.job_type, schedule.payload) == ("tests.echo", {"order_id": 1})
+    operator.post(SCHEDULES, {"action": "run_now", "_selected_action": [schedule.pk]})
+    assert Job.objects.get(schedule_id=schedule.pk).job_type == "tests.echo"
 
 
 # --- 10: job data shown to every viewer; any lookup taken from the URL ----------------------

@@ -53,6 +53,7 @@ def operator() -> Client:
         "view_operatoraction",
         "view_schedule",
         "change_schedule",
+        "add_job",  # Run now of a schedule enqueues
     )
 
 
