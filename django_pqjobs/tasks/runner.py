@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
-from ..errors import PermanentError
+from ..errors import InvalidJobOption, PermanentError
 from ..registry import JobType, registry
 from . import payload, results
 from .arguments import normalize_return_value
@@ -57,9 +57,16 @@ def bound_task(job_type: JobType | None) -> BoundTask | None:
 def ensure_registered(task: Any, family: Family, defaults: TaskOptions) -> JobType:
     """The job type of ``task``, registered on first use.
 
-    Raises InvalidJobOption for bad options and JobTypeAlreadyRegistered when a native job
-    type already owns the task's module path.
+    Raises InvalidJobOption for bad options or a task no worker could import, and
+    JobTypeAlreadyRegistered when a native job type already owns the task's module path.
     """
+    if task.module_path.partition(".")[0] == "__main__":
+        # Workers find a task by its module path; in them, __main__ is manage.py.
+        raise InvalidJobOption(
+            f"task {task.module_path!r} is defined in __main__ (a script run directly, or a "
+            "shell): workers import a task by its module path and cannot import it from there; "
+            "define it in a module of an installed app (e.g. myapp/tasks.py)"
+        )
     existing = registry.get(task.module_path)
     bound = bound_task(existing)
     if existing is not None and bound is not None and bound.task is task:

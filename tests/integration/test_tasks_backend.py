@@ -328,6 +328,21 @@ def test_bad_task_options_fail_when_the_task_is_declared(tasks):
         fw.task(max_attempt=3)(module_level_function)
 
 
+def test_a_task_defined_in_main_is_refused_where_it_is_declared(tasks):
+    """A worker imports a task by its module path; ``__main__`` there is manage.py."""
+    fw = family_of(tasks)
+    invalid = getattr(fw.exceptions, "InvalidTask", None) or fw.exceptions.InvalidTaskError
+
+    def in_a_script() -> int:
+        return 1
+
+    in_a_script.__module__ = "__main__"
+    in_a_script.__qualname__ = "in_a_script"
+    with pytest.raises(invalid, match=r"'__main__\.in_a_script' is defined in __main__"):
+        fw.task(in_a_script)
+    assert not Job.objects.exists()
+
+
 def test_task_options_decorator_declares_options_on_any_version(tasks):
     from django_pqjobs.registry import registry
     from django_pqjobs.tasks import task_options
