@@ -23,13 +23,14 @@ from ..enqueue import PreparedJob, insert, prepare
 from ..errors import InvalidJobOption, JobTypeAlreadyRegistered
 from ..options import job_type_name
 from ..registry import registry
-from . import activation, families, payload, results
+from . import activation, families, identity, payload, results
 from .arguments import normalize_arguments
+from .binding import bound_task
 from .checks import backend_checks
 from .errors import TaskNotLoadable
 from .loader import load_task
 from .options import parse_backend_options
-from .runner import bound_task, ensure_registered
+from .runner import ensure_registered
 from .sending import observed, send
 
 DEFAULT_QUEUE_NAME = "default"
@@ -49,6 +50,7 @@ else:
     _FrameworkBackend = type("FrameworkBackend", _framework_bases(), {"__module__": __name__})
 
 
+@identity.register
 class PQJobsBackend(_FrameworkBackend):
     """A ``TASKS`` backend that stores tasks as django-pqjobs jobs, run by ``run_jobs``.
 

@@ -20,12 +20,11 @@ from typing import TYPE_CHECKING
 from django.utils import timezone
 
 from . import results
-from .runner import RETURN_VALUE, STARTED_RESULT
+from .binding import RETURN_VALUE, STARTED_RESULT, BoundTask
 from .sending import observed, send
 
 if TYPE_CHECKING:
     from ..models import Job
-    from .runner import BoundTask
 
 # job_finished's outcome -> the job's status after it ("lost" sends nothing: the attempt's
 # outcome was discarded, another worker owns the job now).

@@ -17,10 +17,10 @@ from django.apps import apps
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from . import families
+from . import families, identity
 from .errors import TaskNotLoadable
+from .identity import BACKEND_PATH
 
-BACKEND_PATH = "django_pqjobs.tasks.PQJobsBackend"
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\Z", re.ASCII)
 # The app's own package holds no tasks: never import its modules for a stored path.
 _NEVER = ("django_pqjobs",)
@@ -96,9 +96,7 @@ def uses_this_backend(alias: str) -> bool:
         backend = import_string(path)
     except ImportError:
         return False
-    from .backend import PQJobsBackend
-
-    return isinstance(backend, type) and issubclass(backend, PQJobsBackend)
+    return identity.is_backend(backend)
 
 
 _MISSING: Any = object()

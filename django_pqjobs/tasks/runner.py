@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
@@ -22,36 +21,14 @@ from ..errors import InvalidJobOption, PermanentError
 from ..registry import JobType, registry
 from . import payload, results
 from .arguments import normalize_return_value
+from .binding import RETURN_VALUE, STARTED_RESULT, BoundTask, bound_task
+from .bridge import finished
 from .options import TaskOptions, options_of
 from .sending import observed, send
 
 if TYPE_CHECKING:
     from ..context import JobContext
     from .families import Family
-
-# Set on the claimed Job object by the handler: the return value the worker is about to
-# store, so the task_finished signal need not read it back from the database; and the
-# attempt's TaskResult, sent with task_started, to be updated and sent with task_finished.
-RETURN_VALUE = "_pqjobs_task_return_value"
-STARTED_RESULT = "_pqjobs_task_result"
-
-
-@dataclass(frozen=True, eq=False)
-class BoundTask:
-    """What the handler of a task's job type runs: the task, its family and its options."""
-
-    task: Any
-    family: Family
-    options: TaskOptions
-
-    @property
-    def path(self) -> str:
-        return str(self.task.module_path)
-
-
-def bound_task(job_type: JobType | None) -> BoundTask | None:
-    """The task a job type runs, or None for a native job type."""
-    return getattr(job_type.handler, "pqjobs_task", None) if job_type is not None else None
 
 
 def ensure_registered(task: Any, family: Family, defaults: TaskOptions) -> JobType:
@@ -75,8 +52,6 @@ def ensure_registered(task: Any, family: Family, defaults: TaskOptions) -> JobTy
     options.check_combination(f"task {task.module_path!r}")
     if existing and bound and bound.task.func is task.func and bound.options == options:
         return existing  # a .using() copy: the same job type
-    from .bridge import finished  # (the bridge reads what the handler leaves on the job)
-
     bound = BoundTask(task, family, options)
     job_type = JobType(
         name=task.module_path,

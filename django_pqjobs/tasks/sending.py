@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from . import identity
 from .families import Family
 
 logger = logging.getLogger("django_pqjobs")
@@ -57,9 +58,7 @@ def _survey(family: Family, signal: Any) -> tuple[Any, int, Any, str]:
 
 def sender() -> type:
     """The ``sender`` of every signal about a task: the backend class."""
-    from .backend import PQJobsBackend
-
-    return PQJobsBackend
+    return identity.backend_class()
 
 
 def send(family: Family, signal: Any, task_result: Any, task_path: str) -> None:
