@@ -10,6 +10,7 @@ values before they reach these columns.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -52,6 +53,9 @@ __all__ = [
 ]
 
 
+# What a Timestamp reads back for a value before or after Python's calendar.
+CALENDAR_START = datetime.min.replace(tzinfo=UTC)
+CALENDAR_END = datetime.max.replace(tzinfo=UTC)
 _EARLIEST = "0001-01-01 00:00:00+00"
 _LATEST = "9999-12-31 23:59:59.999999+00"
 
@@ -62,8 +66,9 @@ class Timestamp(models.DateTimeField):
     PostgreSQL stores far more: ``'infinity'``, year 200000, 4000 BC. A row written behind
     the application's back with such a value made every query that read it fail (the job
     list, the job page, the dashboard answered 500). Reads are clamped in SQL to
-    ``0001-01-01`` .. ``9999-12-31 23:59:59.999999`` UTC, so such a row shows at the edge of
-    the calendar; what is stored, compared and sorted is untouched. Migrations see a plain
+    ``0001-01-01`` .. ``9999-12-31 23:59:59.999999`` UTC (``CALENDAR_START``,
+    ``CALENDAR_END``), which the admin shows as "before the year 1" and "after the year
+    9999"; what is stored, compared and sorted is untouched. Migrations see a plain
     ``DateTimeField``.
     """
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from ..models import CALENDAR_END, CALENDAR_START
 from .excerpts import Excerpt
 
 STATUS_COLOURS = {
@@ -58,8 +59,15 @@ def breakable(name: str) -> SafeString:
 
 def absolute(value: datetime) -> str:
     """``2026-11-23 16:41:06 UTC``: the one format of times in the console, in the current
-    time zone."""
-    local = timezone.localtime(value) if timezone.is_aware(value) else value
+    time zone. A time stored past Python's calendar (read back at its edge) says so."""
+    if value >= CALENDAR_END:
+        return "after the year 9999"
+    if value <= CALENDAR_START:
+        return "before the year 1"
+    try:
+        local = timezone.localtime(value) if timezone.is_aware(value) else value
+    except OverflowError:  # the zone's offset pushes it past the calendar's edge
+        local = value
     return local.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
 
 
@@ -91,6 +99,8 @@ def relative(moment: datetime | None, now: datetime | None = None) -> str:
     """'in 4 min', '3 h ago', 'just now'."""
     if moment is None:
         return "-"
+    if moment >= CALENDAR_END or moment <= CALENDAR_START:
+        return "beyond the calendar"
     now = now or timezone.now()
     seconds = (moment - now).total_seconds()
     future = seconds > 0

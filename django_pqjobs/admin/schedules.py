@@ -5,8 +5,8 @@ user's name).
 A schedule enqueues jobs, so deciding *what* it runs is enqueueing: creating a schedule,
 changing its job type, payload, queue or priority, and Run now need the permission to add
 jobs (``django_pqjobs.add_job``) besides the schedule's own. Without it a user who may
-change schedules sees those fields read-only (a POST that changes them anyway changes
-nothing) and may still tune the timing, enable and disable.
+change schedules sees those fields read-only (a request that sends new values for them is
+refused with the reason, nothing saved) and may still tune the timing, enable and disable.
 
 The form holds a schedule to what ``enqueue_job`` accepts: a registered job type, a payload
 within ``PQJOBS['PAYLOAD_MAX_BYTES']`` that PostgreSQL can store, queue and priority as
@@ -128,6 +128,23 @@ class ScheduleForm(forms.ModelForm):
                 field.disabled = True
                 field.help_text = "Changing what a schedule runs needs the permission to add jobs."
 
+    def _changes_refused(self) -> list[str]:
+        """The read-only fields a request sent a new value for anyway (a browser sends no
+        disabled field: only a crafted request does)."""
+        tried = []
+        for name in WHAT_RUNS:
+            field = self.fields[name]
+            if self.add_prefix(name) not in self.data:
+                continue
+            sent = field.widget.value_from_datadict(self.data, self.files, self.add_prefix(name))
+            field.disabled = False  # has_changed() says False for a disabled field
+            try:
+                if field.has_changed(self.get_initial_for_field(field, name), sent):
+                    tried.append(name)
+            finally:
+                field.disabled = True
+        return tried
+
     def clean_name(self) -> str:
         return _validated(options.schedule_name, self.cleaned_data.get("name"))
 
@@ -184,8 +201,15 @@ class ScheduleForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         super().clean()
         cleaned = self.cleaned_data
-        if not self.may_enqueue and self.instance.pk is None:
-            raise forms.ValidationError("Creating a schedule needs the permission to add jobs.")
+        if not self.may_enqueue:
+            if self.instance.pk is None:
+                raise forms.ValidationError("Creating a schedule needs the permission to add jobs.")
+            tried = self._changes_refused()
+            if tried:
+                raise forms.ValidationError(
+                    f"Not saved: changing what a schedule runs ({', '.join(tried)}) needs the "
+                    "permission to add jobs (django_pqjobs.add_job)."
+                )
         if "cron" in self.errors or "interval_seconds" in self.errors:
             return cleaned
         has_cron = bool(cleaned.get("cron"))

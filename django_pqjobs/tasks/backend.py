@@ -30,7 +30,7 @@ from .checks import backend_checks
 from .errors import TaskNotLoadable
 from .loader import load_task
 from .options import parse_backend_options
-from .runner import ensure_registered
+from .runner import check_importable, ensure_registered
 from .sending import observed, send
 
 DEFAULT_QUEUE_NAME = "default"
@@ -133,6 +133,7 @@ class PQJobsBackend(_FrameworkBackend):
             raise family.invalid_task(f"Queue '{task.queue_name}' is not valid for backend.")
         try:
             job_type = ensure_registered(task, family, self.defaults)
+            check_importable(task)
         except (InvalidJobOption, JobTypeAlreadyRegistered) as exc:
             raise family.invalid_task(str(exc)) from None
         bound = bound_task(job_type)

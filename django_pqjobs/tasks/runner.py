@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import sys
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
@@ -31,19 +32,42 @@ if TYPE_CHECKING:
     from .families import Family
 
 
+# Modules a worker cannot import a task from: in a worker, __main__ is manage.py; a spawned
+# child's copy of a script is __mp_main__; a function typed into `manage.py shell` has no
+# module at all (None).
+_NOT_IMPORTABLE = frozenset({"__main__", "__mp_main__", "None"})
+
+
+def _not_importable(task: Any, why: str) -> str:
+    return (
+        f"task {task.module_path!r} {why}: workers import a task by its module path and could "
+        "not find it there; define it in a module of an installed app (e.g. myapp/tasks.py)"
+    )
+
+
+def check_importable(task: Any) -> None:
+    """Raise InvalidJobOption unless the task's module path leads back to the task, as it
+    will in a worker. Called at enqueue (the module is loaded by then): code run by
+    ``manage.py shell -c`` names a module that does not hold it."""
+    found: Any = sys.modules.get(task.func.__module__)
+    for part in task.func.__qualname__.split("."):
+        found = getattr(found, part, None)
+    if (
+        found is not task
+        and found is not task.func
+        and getattr(found, "func", None) is not task.func
+    ):
+        raise InvalidJobOption(_not_importable(task, "is not found at its module path"))
+
+
 def ensure_registered(task: Any, family: Family, defaults: TaskOptions) -> JobType:
     """The job type of ``task``, registered on first use.
 
     Raises InvalidJobOption for bad options or a task no worker could import, and
     JobTypeAlreadyRegistered when a native job type already owns the task's module path.
     """
-    if task.module_path.partition(".")[0] == "__main__":
-        # Workers find a task by its module path; in them, __main__ is manage.py.
-        raise InvalidJobOption(
-            f"task {task.module_path!r} is defined in __main__ (a script run directly, or a "
-            "shell): workers import a task by its module path and cannot import it from there; "
-            "define it in a module of an installed app (e.g. myapp/tasks.py)"
-        )
+    if task.module_path.partition(".")[0] in _NOT_IMPORTABLE:
+        raise InvalidJobOption(_not_importable(task, "is defined in a script or a shell"))
     existing = registry.get(task.module_path)
     bound = bound_task(existing)
     if existing is not None and bound is not None and bound.task is task:

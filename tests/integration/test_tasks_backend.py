@@ -328,7 +328,7 @@ def test_bad_task_options_fail_when_the_task_is_declared(tasks):
         fw.task(max_attempt=3)(module_level_function)
 
 
-def test_a_task_defined_in_main_is_refused_where_it_is_declared(tasks):
+def test_a_task_no_worker_could_import_is_refused(tasks):
     """A worker imports a task by its module path; ``__main__`` there is manage.py."""
     fw = family_of(tasks)
     invalid = getattr(fw.exceptions, "InvalidTask", None) or fw.exceptions.InvalidTaskError
@@ -338,8 +338,17 @@ def test_a_task_defined_in_main_is_refused_where_it_is_declared(tasks):
 
     in_a_script.__module__ = "__main__"
     in_a_script.__qualname__ = "in_a_script"
-    with pytest.raises(invalid, match=r"'__main__\.in_a_script' is defined in __main__"):
+    with pytest.raises(invalid, match=r"'__main__\.in_a_script' is defined in a script"):
         fw.task(in_a_script)
+    for module in ("__mp_main__", None):  # a spawned child's script; `manage.py shell`
+        in_a_script.__module__ = module
+        with pytest.raises(invalid, match="workers import a task by its module path"):
+            fw.task(in_a_script)
+    # `manage.py shell -c`: the code runs in the shell command's module, which lacks it
+    in_a_script.__module__ = "django.core.management.commands.shell"
+    declared = fw.task(in_a_script)
+    with pytest.raises(invalid, match="is not found at its module path"):
+        declared.enqueue()
     assert not Job.objects.exists()
 
 
