@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.db import DatabaseError, connections, transaction
 
-from . import composition, options, schema, signals, tracing, transitions
+from . import composition, endings, options, schema, signals, tracing, transitions
 from .conf import conf
 from .durations import Duration
 from .errors import DuplicateJob, InvalidJobOption, QueueFull, UnknownJobType
@@ -368,11 +368,20 @@ def _insert_job(job: PreparedJob, alias: str, trace_context: str | None) -> int:
     return _insert(job, alias, params)
 
 
+def announce_replaced(alias: str, job_ids: list[int]) -> None:
+    """The ready duplicates a ``replace`` cancelled end once the enqueue commits."""
+    if job_ids:
+        endings.announce_after_commit(
+            alias, dict.fromkeys(job_ids, "cancelled"), dependents_of=job_ids
+        )
+
+
 def _insert(job: PreparedJob, alias: str, params: list[Any]) -> int:
     with connections[alias].cursor() as cursor:
         for _ in range(_DEDUPE_RETRIES):
             if job.dedupe_key is not None and job.dedupe == "replace":
-                transitions.cancel_duplicate(cursor, job.job_type, job.dedupe_key)
+                replaced = transitions.cancel_duplicate(cursor, job.job_type, job.dedupe_key)
+                announce_replaced(alias, replaced)
             cursor.execute(_ENQUEUE_ONE if job.flow is NO_FLOW else _ENQUEUE_ONE_FLOW, params)
             (new_id,) = cursor.fetchone()
             if new_id is not None:
@@ -640,7 +649,8 @@ def _insert_many(
     for _ in range(_DEDUPE_RETRIES):
         if replacing:
             todo_keys = [key for key in (keys[n] for n in todo) if key is not None]
-            transitions.cancel_duplicates(cursor, job.job_type, todo_keys)
+            replaced = transitions.cancel_duplicates(cursor, job.job_type, todo_keys)
+            announce_replaced(cursor.db.alias, replaced)
         params: list[Any] = [
             job.job_type,
             job.queue,

@@ -12,9 +12,11 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
-from . import audit, options, transitions
+from . import audit, endings, options, transitions
 from .audit import AuditAction, JobAction
+from .clock import database_now
 from .conf import conf
+from .statuses import FINISHED_STATUSES
 from .transitions import Cancelled, Deleted, Fence, MadeDue, Requeued
 
 
@@ -71,6 +73,9 @@ def cancel_jobs(
     actor = _actor(by)
     with transaction.atomic(using=alias):
         result = transitions.cancel_many(alias, job_ids)
+        endings.announce_after_commit(
+            alias, dict.fromkeys(result.cancelled, "cancelled"), dependents_of=result.cancelled
+        )
         if actor is not None:
             changed = [JobAction(i, None, "cancelled") for i in result.cancelled]
             changed += [
@@ -147,6 +152,12 @@ def release_job(
     )
     with transaction.atomic(using=alias):
         status = transitions.force_release(alias, Fence(job_id, worker_id, attempt), note)
+        if status is not None:
+            endings.announce_after_commit(
+                alias,
+                {job_id: "released" if status == "ready" else "cancelled"},
+                dependents_of=[job_id] if status == "cancelled" else [],
+            )
         if status is not None and actor is not None:
             audit.record_jobs(
                 alias,
@@ -166,6 +177,9 @@ def delete_jobs(
     actor = _actor(by)
     with transaction.atomic(using=alias):
         deleted = transitions.delete_unless_running(alias, job_ids)
+        active = [d.job_id for d in deleted if d.was not in FINISHED_STATUSES]
+        if active:  # their dependents are cancelled (or released) at the commit
+            endings.announce_after_commit(alias, {}, dependents_of=active, at=database_now(alias))
         if actor is not None:
             audit.record_jobs(
                 alias,

@@ -640,27 +640,25 @@ def cancel(alias: str, job_id: int) -> str | None:
     return "cancel_requested" if result.cancel_requested else None
 
 
-def cancel_duplicate(cursor: Any, job_type: str, dedupe_key: str) -> None:
+def cancel_duplicate(cursor: Any, job_type: str, dedupe_key: str) -> list[int]:
     """ready / blocked → cancelled for the job a newer one replaces (dedupe ``replace``).
 
-    Takes the enqueuer's cursor: the cancel commits or rolls back with the new job.
+    Takes the enqueuer's cursor: the cancel commits or rolls back with the new job. Returns
+    the ids cancelled.
     """
-    cursor.execute(
-        "UPDATE pqjobs_job SET status = 'cancelled', finished_at = now(), updated_at = now(), "
-        "last_error = 'replaced by a newer job with the same dedupe_key' "
-        "WHERE job_type = %s AND dedupe_key = %s AND status IN ('ready', 'blocked')",
-        [job_type, dedupe_key],
-    )
+    return cancel_duplicates(cursor, job_type, [dedupe_key])
 
 
-def cancel_duplicates(cursor: Any, job_type: str, dedupe_keys: Sequence[str]) -> None:
+def cancel_duplicates(cursor: Any, job_type: str, dedupe_keys: Sequence[str]) -> list[int]:
     """:func:`cancel_duplicate` for many keys in one statement (``enqueue_many``)."""
     cursor.execute(
         "UPDATE pqjobs_job SET status = 'cancelled', finished_at = now(), updated_at = now(), "
         "last_error = 'replaced by a newer job with the same dedupe_key' "
-        "WHERE job_type = %s AND dedupe_key = ANY(%s) AND status IN ('ready', 'blocked')",
+        "WHERE job_type = %s AND dedupe_key = ANY(%s) AND status IN ('ready', 'blocked') "
+        "RETURNING id",
         [job_type, list(dedupe_keys)],
     )
+    return [int(row[0]) for row in cursor.fetchall()]
 
 
 @dataclass(frozen=True, order=True)

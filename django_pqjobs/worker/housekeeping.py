@@ -10,7 +10,7 @@ import time
 
 from django.db import connections, transaction
 
-from .. import audit, transitions
+from .. import audit, endings, transitions
 from ..conf import conf
 from ..printable import printable
 
@@ -23,8 +23,15 @@ VACUUM_DEAD_RATIO = 0.1
 
 
 def reap_stale(alias: str, stale_after: float) -> list[transitions.Rescued] | None:
-    """Rescue stale jobs once and log each one. None when another worker holds the lock."""
+    """Rescue stale jobs once, log and announce each one. None when another worker holds
+    the lock."""
     rescued = transitions.rescue_stale(alias, stale_after)
+    if rescued:
+        endings.announce_stored(
+            alias,
+            {r.job_id: endings.OUTCOME_OF_STATUS[r.status] for r in rescued},
+            dependents_of=[r.job_id for r in rescued if r.status != "ready"],
+        )
     for job in rescued or []:
         logger.warning(
             "rescued job %s %s attempt %s from worker %s: now %s%s",

@@ -23,7 +23,7 @@ from typing import Any
 
 from django.db import DatabaseError
 
-from .. import signals, transitions
+from .. import endings, transitions
 from ..conf import conf
 from ..durations import to_seconds
 from ..outcomes import Outcome
@@ -271,22 +271,20 @@ class Recorder:
         self.on_recorded(slot, status)
 
     def _announce(self, slot: Slot, outcome: Outcome, status: Recorded, delay: float = 0.0) -> None:
-        """Log the outcome (successes only if asked to) and send ``job_finished``."""
+        """Log the outcome (successes only if asked to) and announce it (``endings``)."""
         if status == "done":
             if self.log_successes:
                 self._log(slot, outcome, status, delay)
         else:
             self._log(slot, outcome, status, delay)
         if status != UNRECORDED:
-            job_type = registry.get(slot.job.job_type)
-            if job_type is not None and job_type.on_finished is not None:
-                try:
-                    job_type.on_finished(slot.job, status)
-                except Exception:
-                    logger.exception("the finish callback of job %s raised", slot.job.id)
-            signals.job_finished.send(
-                sender=slot.job.job_type, job=slot.job, outcome=status, error=outcome.error or None
-            )
+            endings.announce(slot.job, status, outcome.error or None)
+        if status in ("failed", "cancelled") and slot.job.has_dependents:
+            # the database cancelled the dependents that wait for it, at that commit
+            try:
+                endings.announce_stored(self.alias, {}, dependents_of=[slot.job.id])
+            except DatabaseError:
+                logger.exception("could not read the dependents job %s cancelled", slot.job.id)
 
     def _log(self, slot: Slot, outcome: Outcome, status: Recorded, delay: float) -> None:
         job = slot.job

@@ -15,7 +15,7 @@ from types import FrameType
 
 from django.db import DatabaseError, connections
 
-from .. import options, outcomes, transitions
+from .. import endings, options, outcomes, transitions
 from ..conf import conf
 from ..context import JobContext
 from ..models import Job
@@ -656,7 +656,10 @@ class Worker:
                 time.sleep(0.5 * (attempt + 1))
                 continue
             logger.warning("released %s unfinished jobs back to ready: %s", len(released), released)
+            given_back = set(released)
             for slot in slots:
+                if slot.fence.job_id in given_back:
+                    endings.announce(slot.job, "released")
                 self._recorded(slot, "released")
             return
         logger.error(
