@@ -34,9 +34,8 @@ from . import composition, signals, transitions
 from .conf import conf
 from .context import JobContext
 from .models import Job, Schedule
-from .outcomes import Outcome
 from .policies import DelaySequence
-from .statuses import AttemptOutcome, Recorded
+from .statuses import Recorded
 from .transitions import Fence
 
 WORKER_ID = "pqjobs-testing"
@@ -129,12 +128,8 @@ class _Runner:
         from .worker.executor import Executor
         from .worker.recorder import Recorder
 
-        class InProcessExecutor(Executor):
-            def _run_isolated(self, slot: Any, job_type: Any) -> Outcome:
-                return self._run_in_thread(slot, job_type, slot.settings)
-
         self.alias = alias
-        self.executor = InProcessExecutor(alias, "thread", lambda slot: None)
+        self.executor = Executor(alias, "thread", lambda slot: None, isolate=False)
         self.recorder = Recorder(alias, self._recorded, DelaySequence((0.0,)), lambda: False)
         self._status: dict[int, Recorded] = {}
 
@@ -149,13 +144,10 @@ class _Runner:
         if job.cancel_requested_at is not None:
             ctx.request_cancel()
         try:
-            outcome, recorded = self.executor.run(slot)
+            outcome, recorded = self.executor.attempt(slot)
         finally:
             self.executor.close()
-        if recorded is None:
-            self.recorder.write([(slot, outcome)])
-        else:
-            self.recorder.report(slot, outcome, recorded)
+        self.recorder.finish(slot, outcome, recorded)
         return JobRun(
             job.id,
             job.job_type,
@@ -167,13 +159,10 @@ class _Runner:
     def fail_undecodable(self, row: Any) -> JobRun:
         from .worker.slots import Slot
 
-        job = Job(id=row.fence.job_id, job_type=row.job_type, attempts=row.fence.attempt)
-        job.locked_by = WORKER_ID
+        job = row.job()
         ctx = JobContext(job=job, worker_id=WORKER_ID, attempt=job.attempts, using=self.alias)
         slot = Slot(job=job, ctx=ctx, fence=row.fence)
-        outcome = Outcome.failure(
-            AttemptOutcome.PERMANENT, row.error_type, row.error, final="failed"
-        )
+        outcome = row.outcome()
         self.recorder.write([(slot, outcome)])
         return JobRun(
             job.id,

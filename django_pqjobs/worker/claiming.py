@@ -20,7 +20,8 @@ from django.utils import timezone
 
 from .. import transitions
 from ..models import Job
-from ..outcomes import describe
+from ..outcomes import Outcome, describe
+from ..statuses import AttemptOutcome
 from ..transitions import Fence
 
 ToDatetime = Callable[[float | None], datetime | None]
@@ -114,12 +115,27 @@ def build_job(row: tuple[Any, ...], worker_id: str, alias: str, to_datetime: ToD
 
 @dataclass(frozen=True)
 class Undecodable:
-    """A claimed row the worker could not turn into a Job."""
+    """A claimed row the worker could not turn into a Job: it fails at once, alone."""
 
     fence: Fence
     job_type: str
     error_type: str
     error: str
+
+    def job(self) -> Job:
+        """What is known of the job: enough to record and announce its failure."""
+        return Job(
+            id=self.fence.job_id,
+            job_type=self.job_type,
+            status="running",
+            attempts=self.fence.attempt,
+            locked_by=self.fence.worker_id,
+        )
+
+    def outcome(self) -> Outcome:
+        return Outcome.failure(
+            AttemptOutcome.PERMANENT, self.error_type, self.error, final="failed"
+        )
 
 
 @dataclass

@@ -16,6 +16,7 @@ place. When the abandoned thread finally returns, its outcome is discarded.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -49,6 +50,8 @@ class _Refused(Exception):
         self.outcome = outcome
 
 
+logger = logging.getLogger("django_pqjobs")
+
 # A job that starts within this many seconds of the previous one's end, on the same thread,
 # finds its connections as that job left them: they are not looked at again. The look is a
 # select() per connection, and in CPython every system call gives up the GIL: between
@@ -60,15 +63,36 @@ LOOK_AFTER_IDLE = 0.002
 
 
 class Executor:
-    """Runs jobs for one executor thread (which owns its connection and event loop)."""
+    """Runs jobs for one executor thread (which owns its connection and event loop).
 
-    def __init__(self, alias: str, isolation: Isolation, on_start: Callable[[Slot], None]) -> None:
+    ``isolate=False`` runs the job types that ask for a child process in the thread too
+    (``testing.drain``: a test's jobs run where the test can see them).
+    """
+
+    def __init__(
+        self,
+        alias: str,
+        isolation: Isolation,
+        on_start: Callable[[Slot], None],
+        *,
+        isolate: bool = True,
+    ) -> None:
         self.alias = alias
         self.isolation = isolation
         self.on_start = on_start
+        self.isolate = isolate
         self._loop: asyncio.AbstractEventLoop | None = None
         self._connections: list[BaseDatabaseWrapper] | None = None  # made in the thread
         self._last_end = -math.inf  # time.monotonic() when this thread's last job ended
+
+    def attempt(self, slot: Slot) -> tuple[Outcome, Recorded | None]:
+        """:meth:`run`, with a bug of the worker's own (not the job's) recorded as the
+        attempt's error, traceback included, so that the job is never left running."""
+        try:
+            return self.run(slot)
+        except Exception as exc:
+            logger.exception("unexpected error while running job %s", slot.job.id)
+            return outcomes.classify(exc), None
 
     def close(self) -> None:
         if self._loop is not None:
@@ -105,8 +129,9 @@ class Executor:
         signals.job_started.send(sender=job.job_type, job=job, worker_id=slot.fence.worker_id)
         if job_type.atomic:
             return self._run_atomic(slot, job_type, settings)
-        if job_type.isolation == "process" or (
-            job_type.isolation is None and self.isolation == "process"
+        if self.isolate and (
+            job_type.isolation == "process"
+            or (job_type.isolation is None and self.isolation == "process")
         ):
             return self._run_isolated(slot, job_type), None
         return self._run_in_thread(slot, job_type, settings), None

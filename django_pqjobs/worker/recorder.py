@@ -110,6 +110,14 @@ class Recorder:
 
     # --- writing ---------------------------------------------------------------------
 
+    def finish(self, slot: Slot, outcome: Outcome, recorded: Recorded | None) -> None:
+        """The end of one attempt, as the executor returned it: written here, or (an atomic
+        job's, written with its work) only reported."""
+        if recorded is None:
+            self.write([(slot, outcome)])
+        else:
+            self.report(slot, outcome, recorded)
+
     def write(self, batch: Sequence[tuple[Slot, Outcome]]) -> None:
         """Write every outcome of ``batch``, then report each one."""
         successes = [(slot, outcome) for slot, outcome in batch if outcome.succeeded]

@@ -15,13 +15,12 @@ from types import FrameType
 
 from django.db import DatabaseError, connections
 
-from .. import endings, options, outcomes, transitions
+from .. import endings, options, transitions
 from ..conf import conf
 from ..context import JobContext
 from ..models import Job
-from ..outcomes import Outcome
 from ..policies import DelaySequence
-from ..statuses import AttemptOutcome, Recorded
+from ..statuses import Recorded
 from ..transitions import Fence
 from .claiming import ClaimBatch, Undecodable, claim_jobs
 from .completer import Completer
@@ -443,20 +442,10 @@ class Worker:
 
     def _fail_undecodable(self, row: Undecodable) -> None:
         """A claimed row that could not be read fails at once; the others run."""
-        job = Job(
-            id=row.fence.job_id,
-            job_type=row.job_type,
-            status="running",
-            attempts=row.fence.attempt,
-            locked_by=self.worker_id,
-        )
-        slot = self._slot(job)
+        slot = self._slot(row.job())
         self.in_flight.add(slot)
         self.claimed_total += 1
-        self.completer.submit(
-            slot,
-            Outcome.failure(AttemptOutcome.PERMANENT, row.error_type, row.error, final="failed"),
-        )
+        self.completer.submit(slot, row.outcome())
 
     # --- executor threads ----------------------------------------------------------------
 
@@ -478,13 +467,7 @@ class Worker:
                 if slot is _STOP:
                     return
                 assert slot is not None
-                try:
-                    outcome, recorded = executor.run(slot)
-                except Exception as exc:
-                    # A bug of the worker's, not the job's: recorded as the attempt's error
-                    # (with the traceback) so the job is not left running.
-                    logger.exception("unexpected error while running job %s", slot.job.id)
-                    outcome, recorded = outcomes.classify(exc), None
+                outcome, recorded = executor.attempt(slot)
                 self._observe(time.monotonic() - slot.started)
                 if slot.finish():
                     logger.warning(

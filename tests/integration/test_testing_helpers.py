@@ -11,7 +11,7 @@ from django.db import connection, transaction
 
 from django_pqjobs import enqueue_job, enqueue_on_commit, testing
 from django_pqjobs.models import Job
-from tests.helpers import ROOT
+from tests.helpers import ROOT, wait_status
 from tests.testapp.models import Counter, Effect
 
 
@@ -153,3 +153,47 @@ def test_the_example_projects_tests_use_the_pytest_plugin(tmp_path):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert " passed" in result.stdout and "failed" not in result.stdout
+
+
+# The same jobs, drained in the test and run by a worker: the same rows and history.
+SAME_JOBS = [
+    ("tests.retry_then_ok", {"succeed_on": 3}),
+    ("tests.permanent", {}),
+    ("tests.iso_raise", {}),  # isolated: a child in the worker, the test's thread in drain
+    ("tests.iso_retry", {}),
+    ("tests.lose_connection", {"lose": 1}),
+    ("tests.no_such_type", {}),
+]
+
+
+def _rows_and_history(ids: list[int]) -> list[tuple[object, ...]]:
+    from django_pqjobs.models import JobAttempt
+
+    rows = []
+    for job_id in ids:
+        job = Job.objects.get(pk=job_id)
+        history = list(
+            JobAttempt.objects.filter(job_id=job_id)
+            .order_by("id")
+            .values_list("attempt", "outcome", "error_type")
+        )
+        rows.append(
+            (job.job_type, job.status, job.attempts, job.max_attempts, job.error_type,
+             job.result, history)
+        )  # fmt: skip
+    return rows
+
+
+@pytest.mark.django_db(transaction=True)
+def test_drain_and_a_worker_leave_the_same_rows_and_history(
+    worker_factory, unknown_job_types_allowed
+):
+    drained = [enqueue_job(job_type, payload) for job_type, payload in SAME_JOBS]
+    testing.drain(run_delayed=True)
+    by_drain = _rows_and_history(drained)
+    Effect.objects.all().delete()  # tests.lose_connection counts its runs in Effect rows
+    worked = [enqueue_job(job_type, payload) for job_type, payload in SAME_JOBS]
+    worker_factory(concurrency=2)
+    for job_id in worked:
+        wait_status(job_id, "done", "failed", timeout=30)
+    assert _rows_and_history(worked) == by_drain
