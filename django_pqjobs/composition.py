@@ -17,6 +17,7 @@ from typing import Any
 
 from django.db import connections
 
+from . import transitions
 from .errors import InvalidJobOption
 from .statuses import FINISHED_STATUSES
 
@@ -93,12 +94,6 @@ _ADD_EDGES = """
 INSERT INTO pqjobs_dependency (job_id, depends_on_id)
 SELECT %s, d FROM unnest(%s::bigint[]) d
 """
-_SET_WAITING = """
-UPDATE pqjobs_job SET status = %s, waiting_for = %s, on_dependency_failure = %s,
-       finished_at = CASE WHEN %s = 'cancelled' THEN now() END,
-       error_type = %s, last_error = %s, updated_at = now()
-WHERE id = %s
-"""
 
 
 def depend(cursor: Any, job_id: int, depends_on: Sequence[int], policy: str, where: str) -> str:
@@ -129,10 +124,7 @@ def depend(cursor: Any, job_id: int, depends_on: Sequence[int], policy: str, whe
         error = f"dependency #{bad[0]} {_as_finished(found[bad[0]])}"
     elif not unfinished:
         status = "ready"
-    cursor.execute(
-        _SET_WAITING,
-        [status, len(unfinished), policy, status, error_type, error, job_id],
-    )
+    transitions.make_wait(cursor, job_id, status, len(unfinished), policy, error_type, error)
     return status
 
 

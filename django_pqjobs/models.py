@@ -2,7 +2,7 @@
 Schedule (recurring jobs), OperatorAction (the audit trail of operator actions), Batch and
 Dependency (composition: jobs finished together, jobs that wait for others).
 
-Status changes are not made here: they live in ``transitions.py`` (the state machine), so
+Status changes are not made here: they live in ``transitions/`` (the state machine), so
 that every transition can be read in one place. The vocabulary (statuses, attempt
 outcomes) is in ``statuses.py``; text limits come from ``options.py``, which validates the
 values before they reach these columns.

@@ -1,6 +1,6 @@
 """Operator actions on jobs, for code and for the admin: the same transitions either way.
 
-Each action is a conditional statement of the state machine (``transitions.py``): a job in
+Each action is a conditional statement of the state machine (``transitions/``): a job in
 a status the action does not apply to is left alone and missing from the result. Given
 ``by`` (who acts: a username, a service name), the action is recorded in the audit trail
 (``audit.py``) in the same transaction; the admin always gives it.

@@ -1,6 +1,6 @@
 """The vocabulary of a job's life: its statuses and how an attempt can end.
 
-Plain enums with no model behind them, so the state machine (``transitions.py``), the
+Plain enums with no model behind them, so the state machine (``transitions/``), the
 models' constraints, the admin and the worker all speak the same words, and the package
 can import them before Django's app registry is ready.
 """

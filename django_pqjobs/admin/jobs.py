@@ -2,7 +2,7 @@
 page, dashboard (with flow control: Pause and Resume).
 
 Every action is an operator action of ``operations.py``: one conditional statement of the
-state machine (``transitions.py``), so it never overwrites what a worker did meanwhile, and
+state machine (``transitions/``), so it never overwrites what a worker did meanwhile, and
 a row of the audit trail under the user's name. Jobs in a status the action does not apply
 to are reported as skipped. Nothing else writes a job: the job page is read-only and refuses
 POST. The list is guarded (``changelist.py``), reads no payload or result, and the job page

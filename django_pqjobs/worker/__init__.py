@@ -13,5 +13,5 @@ each ended, and keeps itself and its jobs alive.
 - ``listener``: LISTEN/NOTIFY wake-ups. ``hooks``: pre/post execute hooks.
   ``db``: connection hygiene for long-running threads.
 
-The state transitions themselves live in ``django_pqjobs/transitions.py``.
+The state transitions themselves live in ``django_pqjobs/transitions/``.
 """

@@ -1,4 +1,4 @@
-"""Every transition of transitions.py (the state machine) against real PostgreSQL."""
+"""Every transition of transitions/ (the state machine) against real PostgreSQL."""
 
 from __future__ import annotations
 

@@ -1,0 +1,110 @@
+"""The job state machine: every statement that moves a job from one status to another.
+
+    ready ──claim──► running ──complete──► done
+      ▲                 │ ──end_attempt (attempts left)──► ready (run_after = now + backoff)
+      │                 │ ──end_attempt (none left, or permanent)──► failed
+      │                 │ ──end_attempt (cancel requested)──► cancelled
+      ├──release────────┤   (shutdown, or its database connection died under the handler:
+      │                 │    the attempt is given back, a bounded number of times in a row)
+      ├──force_release──┤   (an operator's word: the attempt is given back, fenced)
+      └──rescue─────────┘   (worker stopped heartbeating: ready, or failed if none left)
+    ready ──cancel──► cancelled        ready ──cancel_duplicate──► cancelled (dedupe replace)
+    ready ──claim / hold_back (flow control holds it)──► blocked
+    blocked ──promote_rate_blocked (new rate window) / resume──► ready
+    blocked ──[db] a slot of its key given back──► ready           (sql/schema/flow.sql)
+    (enqueue with depends_on) ready ──make_wait──► waiting | ready | cancelled
+    waiting ──[db] its last prerequisite done──► ready          (sql/schema/composition.sql)
+    waiting ──[db] a prerequisite failed, cancelled or deleted──► cancelled (or ready, under
+                   the "run" policy)                             (sql/schema/composition.sql)
+    failed / cancelled ──requeue──► ready (attempt numbers go on; waiting again if it has
+                                    unfinished prerequisites)
+    ready ──run_now──► ready, first of its priority in the claim order
+    running ──cancel──► running with a cancel request (the handler sees it)
+    any status but running ──delete_unless_running──► (deleted, with its history)
+
+[db]: taken by the database's triggers at the commit that causes it, so they follow every
+path a job takes (worker, rescue, admin, SQL); they are written in ``sql/schema/``.
+
+The modules, by concern: ``claim`` (ready → running), ``attempts`` (the end of an attempt,
+release, rescue), ``operator`` (cancel, requeue, run now, force release, delete),
+``flow`` (blocked and back), ``dependencies`` (waiting). Transitions out of ``running`` are
+*fenced* on ``(id, locked_by, attempts)``, the :class:`Fence` of the attempt: a worker that
+lost its job (rescued and claimed again elsewhere) cannot overwrite the newer outcome. The
+database clock (``now()``) is the only clock. Everyone changes statuses through these
+functions: the worker, the admin, the management commands and the public operations.
+"""
+
+from .attempts import (
+    GIVE_BACK_LIMIT,
+    REAPER_LOCK_KEY,
+    SHUTDOWN,
+    SHUTDOWN_NOTE,
+    Completion,
+    Rescued,
+    complete,
+    complete_many,
+    end_attempt,
+    mark_started,
+    release,
+    rescue_stale,
+    save_progress,
+)
+from .claim import CLAIM_COLUMNS, CLAIM_PLAN, Claimed, claim
+from .dependencies import make_wait
+from .fence import Fence
+from .flow import hold_back, pause, promote_rate_blocked, release_unpaused, resume
+from .operator import (
+    Cancelled,
+    Deleted,
+    MadeDue,
+    Requeued,
+    cancel,
+    cancel_duplicate,
+    cancel_duplicates,
+    cancel_many,
+    delete_unless_running,
+    force_release,
+    requeue,
+    requeue_many,
+    run_now_many,
+)
+
+__all__ = [
+    "CLAIM_COLUMNS",
+    "CLAIM_PLAN",
+    "GIVE_BACK_LIMIT",
+    "REAPER_LOCK_KEY",
+    "SHUTDOWN",
+    "SHUTDOWN_NOTE",
+    "Cancelled",
+    "Claimed",
+    "Completion",
+    "Deleted",
+    "Fence",
+    "MadeDue",
+    "Requeued",
+    "Rescued",
+    "cancel",
+    "cancel_duplicate",
+    "cancel_duplicates",
+    "cancel_many",
+    "claim",
+    "complete",
+    "complete_many",
+    "delete_unless_running",
+    "end_attempt",
+    "force_release",
+    "hold_back",
+    "make_wait",
+    "mark_started",
+    "pause",
+    "promote_rate_blocked",
+    "release",
+    "release_unpaused",
+    "requeue",
+    "requeue_many",
+    "rescue_stale",
+    "resume",
+    "run_now_many",
+    "save_progress",
+]
