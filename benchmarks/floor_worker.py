@@ -18,7 +18,7 @@ from benchmarks.harness import raw_connection, setup_django
 
 CLAIM = "SELECT * FROM pqjobs_claim(%s, %s::integer, NULL::text[], NULL::integer)"
 COMPLETE = "SELECT pqjobs_complete(%s, %s::jsonb)"
-ID, ATTEMPT, TID = 0, 5, 35  # columns of transitions.CLAIM_COLUMNS, then the row's tid
+ID, ATTEMPT, TID = 0, 5, 35  # positions of id, attempts and row_tid in pqjobs_claim()'s rows
 
 
 def main() -> None:

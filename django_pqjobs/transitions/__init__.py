@@ -49,7 +49,7 @@ from .attempts import (
     rescue_stale,
     save_progress,
 )
-from .claim import CLAIM_COLUMNS, CLAIM_PLAN, Claimed, claim
+from .claim import CLAIM_PLAN, Claimed, claim
 from .dependencies import make_wait
 from .fence import Fence
 from .flow import hold_back, pause, promote_rate_blocked, release_unpaused, resume
@@ -70,7 +70,6 @@ from .operator import (
 )
 
 __all__ = [
-    "CLAIM_COLUMNS",
     "CLAIM_PLAN",
     "GIVE_BACK_LIMIT",
     "REAPER_LOCK_KEY",

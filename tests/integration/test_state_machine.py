@@ -670,3 +670,35 @@ def test_triggers_fired_by_a_completion_keep_their_indexes():
     assert "Index Scan using pqjobs_job_blocked_key" in release, release
     assert "Seq Scan" not in release, release
     assert Job.objects.get(pk=waiting[0]).status == "ready"
+
+
+def test_a_claimed_job_has_every_field_as_the_orm_reads_it():
+    """pqjobs_claim()'s RETURNS TABLE is the one declaration of a claimed row: the worker
+    builds the Job from it by name, and misses no field of the model."""
+    first = enqueue_job("tests.noop")
+    job_id = enqueue_job(
+        "tests.limited",
+        {"k": 1, "text": "é"},
+        depends_on=[first],
+        priority=Priority.HIGH,
+        timeout=30,
+    )
+    Job.objects.filter(pk=job_id).update(
+        status="ready", progress={"done": 1}, trace_context={"traceparent": "00-x"}
+    )
+    (claimed,) = [j for j in claim_jobs(DB, "w", None, 5).jobs if j.id == job_id]
+    stored = Job.objects.get(pk=job_id)
+    for field in Job._meta.concrete_fields:
+        assert getattr(claimed, field.attname) == getattr(stored, field.attname), field.name
+
+
+def test_a_claim_whose_columns_disagree_with_the_model_says_so():
+    from django_pqjobs.worker.claiming import layout
+
+    columns = ("id", "job_type", "attempts", "row_tid", "blocked_count")
+    with pytest.raises(
+        RuntimeError, match=r"the claim returns no .*payload.*run `manage\.py migrate`"
+    ):
+        layout(columns)
+    with pytest.raises(RuntimeError, match="'colour', which is no field of a job"):
+        layout((*columns, "colour"))

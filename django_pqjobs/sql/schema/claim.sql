@@ -15,9 +15,10 @@
 -- Locks the next due jobs (FOR UPDATE SKIP LOCKED, in claim order). When none has a
 -- concurrency key or a rate key and nothing is paused (the usual case), claims exactly
 -- those. Otherwise runs the full claim (pauses, rates, concurrency limits, held jobs moved
--- to blocked), planned at each call. Each row: the claimed job (transitions.CLAIM_COLUMNS;
--- row_tid is where the row lies), then how many due jobs the claim moved to blocked. The
--- claim commits without waiting for its WAL flush (at-least-once allows it).
+-- to blocked), planned at each call. Each row: the claimed job, its columns named as the
+-- job's fields (the one declaration of a claimed row: worker/claiming.py builds the Job by
+-- these names; row_tid is where the row lies), then how many due jobs the claim moved to
+-- blocked. The claim commits without waiting for its WAL flush (at-least-once allows it).
 CREATE OR REPLACE FUNCTION :"schema".pqjobs_claim(
     p_worker text,
     p_limit integer,
