@@ -25,7 +25,8 @@ from .conf import conf
 READ_TIMEOUT_MS = 5000
 
 # Failed jobs stay until pruned (30 days by default): a million of them is no incident, and
-# counting a million rows per scrape took 140-240 ms. Up to this many they are counted exactly.
+# counting them all made a scrape a hundred times slower (docs/benchmarks.md, metrics beside
+# dead letters). Up to this many they are counted exactly.
 FAILED_EXACT_UP_TO = 10_000
 
 # One arm per status, so each is served by its partial index (claim, blocked, waiting,

@@ -37,7 +37,7 @@ WHERE a.finished_at > now() - interval '1 hour' AND a.finished_at <= now()
 GROUP BY 1
 """
 # One range scan of the finished-jobs index serves both the per-type table and the totals:
-# its cost grows with the jobs finished in the last 24 h (about 300 ms per million).
+# its cost grows with the jobs finished in the last 24 h (docs/benchmarks.md has figures).
 _LAST_DAY = """
 SELECT job_type, status, count(*) FROM pqjobs_job
 WHERE status IN ('done', 'failed', 'cancelled') AND finished_at > now() - interval '24 hours'

@@ -1,8 +1,8 @@
 """The framework's ``task_finished`` signal, sent in the worker process for jobs that are
 tasks: each task's job type calls :func:`finished` (its ``on_finished``, see
 :mod:`.runner`) where the worker sends ``job_finished``. Not a receiver of that signal: a
-receiver is called for every job of every type, which cost every job of a worker that had
-met a task ~1.2 µs (Django's dispatch), a twentieth of a no-op job.
+receiver is called for every job of every type, and Django's dispatch to it cost every job
+of a worker that had met a task a noticeable share of a no-op job (docs/benchmarks.md).
 
 It goes out after each attempt's outcome is recorded — SUCCESSFUL, FAILED, or READY when
 the task failed and will be retried — through the signals of the task's own family, with

@@ -55,8 +55,8 @@ logger = logging.getLogger("django_pqjobs")
 # A job that starts within this many seconds of the previous one's end, on the same thread,
 # finds its connections as that job left them: they are not looked at again. The look is a
 # select() per connection, and in CPython every system call gives up the GIL: between
-# back-to-back short jobs it cost a worker ~7 µs per job (a quarter of a no-op job's cost)
-# once its handlers had opened a connection. What it guards against is a connection the
+# back-to-back short jobs it cost a worker a quarter of a no-op job's cost once its handlers
+# had opened a connection (docs/benchmarks.md). What it guards against is a connection the
 # server closed while the thread sat idle; a close between the look and the handler's first
 # query is missed either way.
 LOOK_AFTER_IDLE = 0.002

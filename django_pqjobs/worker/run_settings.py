@@ -2,8 +2,8 @@
 tracer, read once per claim instead of once per job.
 
 Each read goes through ``conf`` (which re-validates when the settings change, so that
-``override_settings`` works) or asks OpenTelemetry for its tracer provider: about 0.6 µs
-apiece, which, four times per job, cost a no-op job more than running its handler. A batch
+``override_settings`` works) or asks OpenTelemetry for its tracer provider, which, four
+times per job, cost a no-op job more than running its handler. A batch
 is claimed every few milliseconds under load, so a settings change still takes effect
 within one claim.
 """

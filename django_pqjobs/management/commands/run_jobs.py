@@ -170,9 +170,9 @@ def _declared_options(job_type: JobType) -> str:
 def _freeze_startup_heap() -> None:
     """Keep the garbage collector away from what Django and the apps loaded at startup.
 
-    A full collection walks every tracked object: in a worker that is ~70,000 objects of
-    settings, models, admin and URL patterns, ~35 ms during which no job is claimed or
-    started (seen as 40 ms outliers in the enqueue-to-start latency). These objects live
+    A full collection walks every tracked object: in a worker that is tens of thousands of
+    objects of settings, models, admin and URL patterns, a pause during which no job is
+    claimed or started (seen as outliers in the enqueue-to-start latency). These objects live
     as long as the process, so they are collected once and then frozen; objects created
     afterwards are collected as usual. Only here, where the command owns the process: an
     embedded worker leaves the web process's collector alone.
