@@ -8,6 +8,9 @@ tables Django's migrations create.
 - ``migrations/``: whole files that migrations run (``NNNN_name.up.sql`` and
   ``.down.sql``), frozen once released: a change to a function is a new migration whose file
   holds the new definition, and the same edit in ``schema/``.
+- ``queries/``: the statements the state machine sends (``transitions/``), one file per
+  module of it, each statement under a ``-- name:`` line, read once at import
+  (:func:`queries`). Placeholders are psycopg's (``%s``, ``%(name)s``).
 
 In the files, ``:"schema".`` stands for the schema of the job tables (where Django created
 them, ``public`` unless the connection's search_path says otherwise): every function pins
@@ -17,10 +20,11 @@ object another role creates is ever looked up in them.
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from typing import Any
 
-__all__ = ["SCHEMA_FILES", "read", "render", "run", "tables_schema"]
+__all__ = ["SCHEMA_FILES", "queries", "read", "render", "run", "tables_schema"]
 
 # In the order they are run: functions before the triggers that call them, privileges last.
 SCHEMA_FILES = (
@@ -55,3 +59,20 @@ def render(text: str, schema: str) -> str:
 def run(cursor: Any, name: str) -> None:
     """Run one file (all its statements) for the job tables' schema."""
     cursor.execute(render(read(name), tables_schema(cursor)))
+
+
+_NAME_LINE = re.compile(r"^-- name: ([a-z_]+)$", re.MULTILINE)
+
+
+def queries(module: str) -> dict[str, str]:
+    """The named statements of ``queries/<module>.sql``: name -> text (a statement runs
+    from its ``-- name:`` line to the next one; its comments go with it). A name given
+    twice is an error: a second statement would hide the first."""
+    text = read(f"queries/{module}.sql")
+    parts = _NAME_LINE.split(text)
+    found: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in found:
+            raise ValueError(f"queries/{module}.sql names {name!r} twice")
+        found[name] = body.strip() + "\n"
+    return found

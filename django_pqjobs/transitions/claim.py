@@ -7,7 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..sql import queries
 from .cursors import batch_cursor
+
+QUERIES = queries("claim")
 
 # Settings for hold_back()'s transaction (pqjobs_claim() sets the same for itself): walk
 # pqjobs_job_claim in order and stop after LIMIT rows, whatever the planner's statistics
@@ -17,10 +20,6 @@ CLAIM_PLAN = (
     "set_config('enable_seqscan', 'off', true), "
     "set_config('synchronous_commit', 'off', true)"
 )
-# The claim is the PL/pgSQL function pqjobs_claim() (migration 0014): its plans are made
-# once per server session instead of on every claim, and with no flow control in play it
-# claims the jobs it locked where they lie (by TID).
-_CLAIM = "SELECT * FROM pqjobs_claim(%s, %s::integer, %s::text[], %s::integer)"
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,9 @@ def claim(
     if limit < 1:
         return Claimed((), [], 0)
     with batch_cursor(alias) as cursor:
-        cursor.execute(_CLAIM, [worker_id, limit, list(queues) if queues else None, min_priority])
+        cursor.execute(
+            QUERIES["claim"], [worker_id, limit, list(queues) if queues else None, min_priority]
+        )
         rows = cursor.fetchall()
         columns = tuple(column.name for column in cursor.description)
     # the last column counts the jobs held back; a claim that held some and claimed none

@@ -7,12 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-_MAKE_WAIT = """
-UPDATE pqjobs_job SET status = %s, waiting_for = %s, on_dependency_failure = %s,
-       finished_at = CASE WHEN %s = 'cancelled' THEN now() END,
-       error_type = %s, last_error = %s, updated_at = now()
-WHERE id = %s
-"""
+from ..sql import queries
+
+QUERIES = queries("dependencies")
 
 
 def make_wait(
@@ -27,4 +24,6 @@ def make_wait(
     """The just-inserted (still ready, uncommitted) job becomes ``status``: ``waiting`` for
     ``waiting_for`` prerequisites, ``ready`` (none left), or ``cancelled`` (one failed).
     Takes the enqueuer's cursor: it commits or rolls back with the job."""
-    cursor.execute(_MAKE_WAIT, [status, waiting_for, policy, status, error_type, error, job_id])
+    cursor.execute(
+        QUERIES["make_wait"], [status, waiting_for, policy, status, error_type, error, job_id]
+    )

@@ -11,8 +11,11 @@ from django.db import transaction
 
 from ..notify import notify_jobs, notify_queues
 from ..serialization import storable_error
+from ..sql import queries
 from .cursors import cursor_of
 from .fence import Fence
+
+QUERIES = queries("operator")
 
 
 @dataclass(frozen=True)
@@ -31,15 +34,12 @@ def cancel_many(alias: str, job_ids: Sequence[int]) -> Cancelled:
     ids = list(job_ids)
     with cursor_of(alias) as cursor:
         cursor.execute(
-            "UPDATE pqjobs_job SET status = 'cancelled', finished_at = now(), updated_at = now() "
-            "WHERE id = ANY(%s) AND status IN ('waiting', 'ready', 'blocked') RETURNING id",
+            QUERIES["cancel"],
             [ids],
         )
         cancelled = sorted(int(r[0]) for r in cursor.fetchall())
         cursor.execute(
-            "UPDATE pqjobs_job SET cancel_requested_at = now(), updated_at = now() "
-            "WHERE id = ANY(%s) AND status = 'running' AND cancel_requested_at IS NULL "
-            "RETURNING id",
+            QUERIES["request_cancel"],
             [ids],
         )
         requested = sorted(int(r[0]) for r in cursor.fetchall())
@@ -67,10 +67,7 @@ def cancel_duplicate(cursor: Any, job_type: str, dedupe_key: str) -> list[int]:
 def cancel_duplicates(cursor: Any, job_type: str, dedupe_keys: Sequence[str]) -> list[int]:
     """:func:`cancel_duplicate` for many keys in one statement (``enqueue_many``)."""
     cursor.execute(
-        "UPDATE pqjobs_job SET status = 'cancelled', finished_at = now(), updated_at = now(), "
-        "last_error = 'replaced by a newer job with the same dedupe_key' "
-        "WHERE job_type = %s AND dedupe_key = ANY(%s) AND status IN ('ready', 'blocked') "
-        "RETURNING id",
+        QUERIES["cancel_duplicates"],
         [job_type, list(dedupe_keys)],
     )
     return [int(row[0]) for row in cursor.fetchall()]
@@ -86,28 +83,6 @@ class Requeued:
     max_attempts: int  # the new bound: attempts + the bound it had
 
 
-# Attempt numbers go on (they fence a worker that may still be alive, and keep the history
-# readable): the job gets as many new attempts as its bound was. The cap keeps the column
-# inside its 32 bits.
-_REQUEUE = """
-WITH old AS (
-    SELECT id, status FROM pqjobs_job
-    WHERE id = ANY(%s) AND status IN ('failed', 'cancelled')
-    ORDER BY id
-    FOR UPDATE
-)
-UPDATE pqjobs_job AS j
-SET status = 'ready', retried_from = j.attempts,
-    max_attempts = LEAST(j.attempts::bigint + GREATEST(j.max_attempts - j.retried_from, 1),
-                         2147483647),
-    run_after = now(), finished_at = NULL, cancel_requested_at = NULL, locked_by = NULL,
-    locked_at = NULL, heartbeat_at = NULL, updated_at = now()
-FROM old
-WHERE j.id = old.id
-RETURNING j.id, old.status, j.attempts, j.max_attempts
-"""
-
-
 def requeue_many(alias: str, job_ids: Sequence[int]) -> list[Requeued]:
     """failed / cancelled → ready now (Retry); idle workers are woken.
 
@@ -118,39 +93,19 @@ def requeue_many(alias: str, job_ids: Sequence[int]) -> list[Requeued]:
     (retried too) waits for them again (``waiting``); finished ones count as satisfied.
     """
     with transaction.atomic(using=alias), cursor_of(alias) as cursor:
-        cursor.execute(_REQUEUE, [list(job_ids)])
+        cursor.execute(QUERIES["requeue"], [list(job_ids)])
         rows = sorted(Requeued(int(r[0]), r[1], int(r[2]), int(r[3])) for r in cursor.fetchall())
         _wait_again(cursor, [r.job_id for r in rows])
         notify_jobs(cursor, [r.job_id for r in rows])
         return rows
 
 
-# A retried job that has dependencies still active (retried too, say) waits for them again.
-# The dependencies are locked first (FOR SHARE: their status cannot change until this
-# transaction commits), so the count taken by the next statement stays true and their
-# finish, settled after this commit, sees the job waiting.
-_LOCK_DEPENDENCIES = """
-SELECT 1 FROM pqjobs_dependency d JOIN pqjobs_job p ON p.id = d.depends_on_id
-WHERE d.job_id = ANY(%s) ORDER BY p.id FOR SHARE OF p
-"""
-_WAIT_AGAIN = """
-UPDATE pqjobs_job AS j SET status = 'waiting', waiting_for = a.active
-FROM (
-    SELECT d.job_id, count(*) AS active FROM pqjobs_dependency d
-    JOIN pqjobs_job p ON p.id = d.depends_on_id
-    WHERE d.job_id = ANY(%s) AND p.status NOT IN ('done', 'failed', 'cancelled')
-    GROUP BY d.job_id
-) a
-WHERE j.id = a.job_id AND j.status = 'ready'
-"""
-
-
 def _wait_again(cursor: Any, job_ids: list[int]) -> None:
-    cursor.execute("SELECT 1 FROM pqjobs_dependency WHERE job_id = ANY(%s) LIMIT 1", [job_ids])
+    cursor.execute(QUERIES["any_dependencies"], [job_ids])
     if cursor.fetchone() is None:
         return
-    cursor.execute(_LOCK_DEPENDENCIES, [job_ids])
-    cursor.execute(_WAIT_AGAIN, [job_ids])
+    cursor.execute(QUERIES["lock_dependencies"], [job_ids])
+    cursor.execute(QUERIES["wait_again"], [job_ids])
 
 
 def requeue(alias: str, job_id: int) -> bool:
@@ -165,64 +120,16 @@ class MadeDue:
     was_delayed: bool  # its run_after was in the future
 
 
-# The job is given a run_after just before the earliest ready job of its priority (or now,
-# if that is later), so the next claim that reaches its priority takes it first. The
-# earliest run_after of a priority is the first entry of the claim index for it.
-_RUN_NOW = """
-WITH target AS (
-    SELECT j.id, j.priority, j.run_after > now() AS delayed FROM pqjobs_job j
-    WHERE j.id = ANY(%s) AND j.status = 'ready'
-    ORDER BY j.id
-    FOR UPDATE
-), head AS (
-    SELECT t.id, t.delayed,
-           (SELECT min(h.run_after) FROM pqjobs_job h
-            WHERE h.status = 'ready' AND h.priority = t.priority) AS earliest
-    FROM target t
-)
-UPDATE pqjobs_job AS j
-SET run_after = LEAST(now(), head.earliest - interval '1 microsecond'), updated_at = now()
-FROM head
-WHERE j.id = head.id
-RETURNING j.id, head.delayed
-"""
-
-
 def run_now_many(alias: str, job_ids: Sequence[int]) -> list[MadeDue]:
     """A ready job (delayed or already due) becomes the next one claimed among the jobs of
     its priority: ``run_after`` moves to just before the earliest ready job of that priority
     (or to now). Jobs of a higher priority still go first; blocked jobs stay held by flow
     control. Idle workers are woken."""
     with cursor_of(alias) as cursor:
-        cursor.execute(_RUN_NOW, [list(job_ids)])
+        cursor.execute(QUERIES["run_now"], [list(job_ids)])
         rows = sorted(MadeDue(int(r[0]), bool(r[1])) for r in cursor.fetchall())
         notify_jobs(cursor, [r.job_id for r in rows])
         return rows
-
-
-# The attempt is given back by allowing one more, never by reusing its number: the worker
-# that held it may still be alive, and its outcome must stay fenced off. A cancel requested
-# meanwhile is honoured, as a rescue does.
-_FORCE_RELEASE = """
-WITH released AS (
-    UPDATE pqjobs_job AS j
-    SET status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE 'ready' END,
-        max_attempts = LEAST(j.max_attempts::bigint + 1, 2147483647),
-        run_after = now(),
-        finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL THEN now() END,
-        heartbeat_at = NULL, updated_at = now()
-    WHERE j.id = %(id)s AND j.status = 'running' AND j.locked_by = %(worker)s
-      AND j.attempts = %(attempt)s
-    RETURNING j.id, j.status, j.locked_at, j.queue
-), recorded AS (
-    INSERT INTO pqjobs_attempt
-        (job_id, attempt, worker_id, started_at, finished_at, outcome, error_type, traceback)
-    SELECT id, %(attempt)s, %(worker)s, locked_at, now(), 'released', 'ReleasedByOperator',
-           %(note)s
-    FROM released
-)
-SELECT status, queue FROM released
-"""
 
 
 def force_release(alias: str, fence: Fence, note: str) -> str | None:
@@ -237,7 +144,7 @@ def force_release(alias: str, fence: Fence, note: str) -> str | None:
     """
     with cursor_of(alias) as cursor:
         cursor.execute(
-            _FORCE_RELEASE,
+            QUERIES["force_release"],
             {
                 "id": fence.job_id,
                 "worker": fence.worker_id,
@@ -262,21 +169,6 @@ class Deleted:
     was: str
 
 
-_DELETE = """
-WITH doomed AS (
-    DELETE FROM pqjobs_job WHERE id = ANY(%s) AND status <> 'running'
-    RETURNING id, job_type, status
-), history AS (
-    DELETE FROM pqjobs_attempt WHERE job_id IN (SELECT id FROM doomed)
-), edges AS (
-    -- what a deleted job waited for; the edges to a deleted job stay until its dependents
-    -- are settled at commit (they are cancelled, or run, by their policy) and pruned
-    DELETE FROM pqjobs_dependency WHERE job_id IN (SELECT id FROM doomed)
-)
-SELECT id, job_type, status FROM doomed
-"""
-
-
 def delete_unless_running(alias: str, job_ids: Sequence[int]) -> list[Deleted]:
     """Delete jobs and their attempt history, except running ones.
 
@@ -284,5 +176,5 @@ def delete_unless_running(alias: str, job_ids: Sequence[int]) -> list[Deleted]:
     and the delete is kept: rows never vanish under a worker.
     """
     with cursor_of(alias) as cursor:
-        cursor.execute(_DELETE, [list(job_ids)])
+        cursor.execute(QUERIES["delete"], [list(job_ids)])
         return sorted(Deleted(int(r[0]), r[1], r[2]) for r in cursor.fetchall())

@@ -15,6 +15,7 @@ import pytest
 from django.db import connection, transaction
 
 from django_pqjobs import sql
+from tests.helpers import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -83,3 +84,28 @@ def test_every_object_of_ours_is_named_with_its_schema():
         allowed = {"pqjobs_old", "pqjobs_new", "pqjobs_finished"}  # transition tables, channel
         triggers = set(re.findall(r"TRIGGER (?:IF EXISTS )?(\w+)", code))
         assert set(bare) - allowed - triggers == set(), name
+
+
+def test_every_named_statement_is_used_and_parses():
+    """Each statement of sql/queries/ is sent by its transitions module, and PostgreSQL
+    parses it (PREPARE checks names and types without running anything)."""
+    import importlib
+    import inspect
+
+    for path in sorted((ROOT / "django_pqjobs" / "sql" / "queries").glob("*.sql")):
+        module = importlib.import_module(f"django_pqjobs.transitions.{path.stem}")
+        source = inspect.getsource(module)
+        for name, text in sql.queries(path.stem).items():
+            assert f'QUERIES["{name}"]' in source, f"{path.name}: {name} is never sent"
+            statement = re.sub(r"%\(\w+\)s|%s", "NULL", text.replace("{queue_filter}", ""))
+            statement = statement.replace("{priority_filter}", "").replace("%%", "%")
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(f"PREPARE pqjobs_parse_check AS {statement}")
+                cursor.execute("DEALLOCATE pqjobs_parse_check")
+                transaction.set_rollback(True)
+
+
+def test_a_name_given_twice_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(sql, "read", lambda name: "-- name: a\nSELECT 1\n-- name: a\nSELECT 2\n")
+    with pytest.raises(ValueError, match="names 'a' twice"):
+        sql.queries("anything")

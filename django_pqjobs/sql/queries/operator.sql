@@ -1,0 +1,114 @@
+-- The statements of transitions/operator.py, each under its name (loaded once, at import).
+
+-- name: requeue
+-- Attempt numbers go on (they fence a worker that may still be alive, and keep the history
+-- readable): the job gets as many new attempts as its bound was. The cap keeps the column
+-- inside its 32 bits.
+WITH old AS (
+    SELECT id, status FROM pqjobs_job
+    WHERE id = ANY(%s) AND status IN ('failed', 'cancelled')
+    ORDER BY id
+    FOR UPDATE
+)
+UPDATE pqjobs_job AS j
+SET status = 'ready', retried_from = j.attempts,
+    max_attempts = LEAST(j.attempts::bigint + GREATEST(j.max_attempts - j.retried_from, 1),
+                         2147483647),
+    run_after = now(), finished_at = NULL, cancel_requested_at = NULL, locked_by = NULL,
+    locked_at = NULL, heartbeat_at = NULL, updated_at = now()
+FROM old
+WHERE j.id = old.id
+RETURNING j.id, old.status, j.attempts, j.max_attempts
+
+-- name: lock_dependencies
+-- A retried job that has dependencies still active (retried too, say) waits for them again.
+-- The dependencies are locked first (FOR SHARE: their status cannot change until this
+-- transaction commits), so the count taken by the next statement stays true and their
+-- finish, settled after this commit, sees the job waiting.
+SELECT 1 FROM pqjobs_dependency d JOIN pqjobs_job p ON p.id = d.depends_on_id
+WHERE d.job_id = ANY(%s) ORDER BY p.id FOR SHARE OF p
+
+-- name: wait_again
+UPDATE pqjobs_job AS j SET status = 'waiting', waiting_for = a.active
+FROM (
+    SELECT d.job_id, count(*) AS active FROM pqjobs_dependency d
+    JOIN pqjobs_job p ON p.id = d.depends_on_id
+    WHERE d.job_id = ANY(%s) AND p.status NOT IN ('done', 'failed', 'cancelled')
+    GROUP BY d.job_id
+) a
+WHERE j.id = a.job_id AND j.status = 'ready'
+
+-- name: run_now
+-- The job is given a run_after just before the earliest ready job of its priority (or now,
+-- if that is later), so the next claim that reaches its priority takes it first. The
+-- earliest run_after of a priority is the first entry of the claim index for it.
+WITH target AS (
+    SELECT j.id, j.priority, j.run_after > now() AS delayed FROM pqjobs_job j
+    WHERE j.id = ANY(%s) AND j.status = 'ready'
+    ORDER BY j.id
+    FOR UPDATE
+), head AS (
+    SELECT t.id, t.delayed,
+           (SELECT min(h.run_after) FROM pqjobs_job h
+            WHERE h.status = 'ready' AND h.priority = t.priority) AS earliest
+    FROM target t
+)
+UPDATE pqjobs_job AS j
+SET run_after = LEAST(now(), head.earliest - interval '1 microsecond'), updated_at = now()
+FROM head
+WHERE j.id = head.id
+RETURNING j.id, head.delayed
+
+-- name: force_release
+-- The attempt is given back by allowing one more, never by reusing its number: the worker
+-- that held it may still be alive, and its outcome must stay fenced off. A cancel requested
+-- meanwhile is honoured, as a rescue does.
+WITH released AS (
+    UPDATE pqjobs_job AS j
+    SET status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE 'ready' END,
+        max_attempts = LEAST(j.max_attempts::bigint + 1, 2147483647),
+        run_after = now(),
+        finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL THEN now() END,
+        heartbeat_at = NULL, updated_at = now()
+    WHERE j.id = %(id)s AND j.status = 'running' AND j.locked_by = %(worker)s
+      AND j.attempts = %(attempt)s
+    RETURNING j.id, j.status, j.locked_at, j.queue
+), recorded AS (
+    INSERT INTO pqjobs_attempt
+        (job_id, attempt, worker_id, started_at, finished_at, outcome, error_type, traceback)
+    SELECT id, %(attempt)s, %(worker)s, locked_at, now(), 'released', 'ReleasedByOperator',
+           %(note)s
+    FROM released
+)
+SELECT status, queue FROM released
+
+-- name: delete
+WITH doomed AS (
+    DELETE FROM pqjobs_job WHERE id = ANY(%s) AND status <> 'running'
+    RETURNING id, job_type, status
+), history AS (
+    DELETE FROM pqjobs_attempt WHERE job_id IN (SELECT id FROM doomed)
+), edges AS (
+    -- what a deleted job waited for; the edges to a deleted job stay until its dependents
+    -- are settled at commit (they are cancelled, or run, by their policy) and pruned
+    DELETE FROM pqjobs_dependency WHERE job_id IN (SELECT id FROM doomed)
+)
+SELECT id, job_type, status FROM doomed
+
+-- name: cancel
+UPDATE pqjobs_job SET status = 'cancelled', finished_at = now(), updated_at = now()
+WHERE id = ANY(%s) AND status IN ('waiting', 'ready', 'blocked') RETURNING id
+
+-- name: request_cancel
+UPDATE pqjobs_job SET cancel_requested_at = now(), updated_at = now()
+WHERE id = ANY(%s) AND status = 'running' AND cancel_requested_at IS NULL
+RETURNING id
+
+-- name: cancel_duplicates
+UPDATE pqjobs_job SET status = 'cancelled', finished_at = now(), updated_at = now(),
+    last_error = 'replaced by a newer job with the same dedupe_key'
+WHERE job_type = %s AND dedupe_key = ANY(%s) AND status IN ('ready', 'blocked')
+RETURNING id
+
+-- name: any_dependencies
+SELECT 1 FROM pqjobs_dependency WHERE job_id = ANY(%s) LIMIT 1
