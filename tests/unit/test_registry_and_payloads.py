@@ -1,10 +1,12 @@
 import datetime
 import decimal
+import json
 import uuid
 from pathlib import Path
 
 import pytest
 from django.test import override_settings
+from django.utils.dateparse import parse_datetime, parse_time
 from shop.models import Order
 
 from django_pqjobs import (
@@ -133,6 +135,27 @@ def test_payload_uses_djangos_encoder():
 def test_bad_payloads_name_the_job_type(payload, message):
     with pytest.raises(PayloadError, match=f"'my.type'.*{message}|{message}.*'my.type'"):
         serialize_payload("my.type", payload)
+
+
+def test_datetimes_and_times_keep_their_microseconds():
+    moment = datetime.datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=datetime.UTC)
+    paris = moment.astimezone(datetime.timezone(datetime.timedelta(hours=1)))
+    payload = {"utc": moment, "paris": paris, "naive": moment.replace(tzinfo=None)}
+    payload["time"] = datetime.time(3, 4, 5, 7)
+    decoded = json.loads(serialize_payload("t", payload))
+    assert decoded == {
+        "utc": "2026-01-02T03:04:05.123456Z",
+        "paris": "2026-01-02T04:04:05.123456+01:00",
+        "naive": "2026-01-02T03:04:05.123456",
+        "time": "03:04:05.000007",
+    }
+    # what a handler reads back equals what was sent; payloads written before, with
+    # milliseconds, still read with the same parser
+    assert parse_datetime(decoded["utc"]) == parse_datetime(decoded["paris"]) == moment
+    assert parse_time(decoded["time"]) == payload["time"]
+    assert parse_datetime("2026-01-02T03:04:05.123Z") == moment.replace(microsecond=123000)
+    with pytest.raises(PayloadError, match="timezone-aware times"):
+        serialize_payload("t", {"at": datetime.time(3, tzinfo=datetime.UTC)})
 
 
 PAYLOAD_ERROR = "payload for job type 'send_receipt' is not JSON-serialisable: "
