@@ -124,6 +124,7 @@ def test_drop_deletes_the_data_directory_even_when_a_database_is_in_use(
     data = tmp_path / ".pgdata"
     (data / "base").mkdir(parents=True)
     monkeypatch.setattr(devdb, "DATA", data)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.setattr(
         devdb,
         "drop_system_databases",
