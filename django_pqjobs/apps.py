@@ -11,7 +11,7 @@ class PQJobsConfig(AppConfig):
     def ready(self) -> None:
         from django.utils.module_loading import autodiscover_modules
 
-        from .checks import check_database, check_settings
+        from .checks import check_database, check_handlers, check_settings
         from .schedules.checks import check_schedules
         from .tasks.activation import activate
 
@@ -19,6 +19,7 @@ class PQJobsConfig(AppConfig):
         # `check --database`, which would hide a non-PostgreSQL engine.
         register(check_settings, Tags.compatibility)
         register(check_schedules, Tags.compatibility)
+        register(check_handlers, Tags.compatibility)
         register(check_database, Tags.database)
         autodiscover_modules("jobs")
         activate()  # the Tasks framework backend's worker side, if TASKS names it

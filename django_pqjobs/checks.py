@@ -6,6 +6,7 @@ Registered by ``PQJobsConfig.ready()``; importing this module registers nothing.
 from __future__ import annotations
 
 import difflib
+import inspect
 from typing import Any
 
 from django.conf import settings
@@ -13,7 +14,7 @@ from django.core.checks import CheckMessage, Error, Warning
 from django.db import DatabaseError
 
 from .conf import Settings, conf
-from .registry import registry
+from .registry import Handler, registry
 from .schema import open_schema_advice, writable_by_everyone
 
 
@@ -31,6 +32,45 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors.extend(_check_databases())
     errors.extend(_check_queue_rates())
     return errors
+
+
+def check_handlers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Every registered handler can be called with the job's context as its one argument,
+    so a wrong signature stops ``check`` (and a worker's start), not each job."""
+    errors: list[CheckMessage] = []
+    for job_type in registry.all():
+        handler = job_type.handler
+        problem = _refuses_the_context(handler)
+        if problem is None:
+            continue
+        # a callable instance has no __qualname__ of its own
+        name = getattr(handler, "__qualname__", type(handler).__qualname__)
+        errors.append(
+            Error(
+                f"the handler of job type {job_type.name!r}, {name}{problem}",
+                hint="A handler takes one positional argument, the JobContext: "
+                "def handler(ctx): ...; it reads the job's data from ctx.job.payload.",
+                id="pqjobs.E091",
+                obj=f"{handler.__module__}.{name}",
+            )
+        )
+    return errors
+
+
+def _refuses_the_context(handler: Handler) -> str | None:
+    """Why ``handler(ctx)`` would raise TypeError before running (its signature first), or
+    None."""
+    try:
+        # The signature of what the worker calls: a decorator's wrapper may take other
+        # arguments than the function it wraps.
+        signature = inspect.signature(handler, follow_wrapped=False)
+    except (TypeError, ValueError):
+        return None  # no signature to read (some builtins): nothing to say in advance
+    try:
+        signature.bind(object())
+    except TypeError as exc:
+        return f"{signature}, cannot take the job's context as its one argument: {exc}"
+    return None
 
 
 def check_database(

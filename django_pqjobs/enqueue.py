@@ -446,8 +446,9 @@ def enqueue_job(
 
     Inside a :func:`~django_pqjobs.batch` block the job joins the batch.
 
-    Raises :class:`~django_pqjobs.PayloadError` for a payload that is not JSON or too large,
-    and :class:`~django_pqjobs.InvalidJobOption` for a bad option.
+    Raises :class:`~django_pqjobs.PayloadError` for a payload that is not JSON (saying
+    where, and what to pass instead of a model instance or a set) or too large, and
+    :class:`~django_pqjobs.InvalidJobOption` for a bad option.
     """
     job = prepare(
         job_type,

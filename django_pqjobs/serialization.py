@@ -10,11 +10,13 @@ jobs.
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import Model
 
 from .errors import PayloadError
 
@@ -30,9 +32,38 @@ _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
 _JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+class _Unencodable(TypeError):
+    """Raised by the encoder for a value it cannot write, which it carries so that the
+    error can say where in the payload it sits and what to pass instead."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__(f"Object of type {type(value).__name__} is not JSON serializable")
+        self.value = value
+
+
+class _Encoder(DjangoJSONEncoder):
+    """Django's encoder, raising :class:`_Unencodable` for what it cannot write, and writing
+    datetimes and times with their microseconds (Django's cuts them to milliseconds: jobs
+    enqueued within one millisecond would carry the same time, and a time read back would
+    not equal the one sent)."""
+
+    def default(self, o: Any) -> Any:
+        if isinstance(o, datetime.datetime):
+            text = o.isoformat()
+            return text.removesuffix("+00:00") + "Z" if text.endswith("+00:00") else text
+        if isinstance(o, datetime.time) and o.utcoffset() is None:
+            return o.isoformat()
+        try:
+            return super().default(o)
+        except TypeError:
+            raise _Unencodable(o) from None
+
+
 # One encoder for every call (it keeps no state between calls): ``json.dumps(cls=...)``
 # built a new one each time, which cost a worker more per job than encoding the result.
-_ENCODER = DjangoJSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+_ENCODER = _Encoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 
 
 def nests_deeper_than(text: str, levels: int) -> bool:
@@ -50,11 +81,17 @@ def nests_deeper_than(text: str, levels: int) -> bool:
 def to_json(value: Any, what: str, limit: int | None = None, limit_setting: str = "") -> str:
     """``value`` as JSON text that jsonb stores, or :class:`PayloadError` naming ``what``.
 
-    Dates, decimals and UUIDs go through Django's JSON encoder. ``limit`` caps the size in
+    Dates, decimals and UUIDs go through Django's JSON encoder, except that datetimes and
+    times keep their microseconds. A model instance, a set or another object JSON cannot
+    hold is refused with where it is and what to pass instead. ``limit`` caps the size in
     bytes of the UTF-8 text; ``limit_setting`` names the setting that sets it.
     """
     try:
         text = _ENCODER.encode(value)
+    except _Unencodable as exc:
+        raise PayloadError(
+            f"{what} is not JSON-serialisable: {_unencodable(value, exc.value)}"
+        ) from None
     except (TypeError, ValueError) as exc:
         raise PayloadError(f"{what} is not JSON-serialisable: {exc}") from exc
     except RecursionError:
@@ -84,6 +121,47 @@ def to_json(value: Any, what: str, limit: int | None = None, limit_setting: str 
     if nests_deeper_than(text, MAX_NESTING):
         raise PayloadError(f"{what} nests arrays/objects more than {MAX_NESTING} levels deep")
     return text
+
+
+def _unencodable(value: Any, culprit: Any) -> str:
+    """Where ``culprit`` is in ``value`` and what to pass instead of it."""
+    place = _place_of(culprit, value, 0)
+    where = "it" if place == "" else f"the value at {place}" if place else "a value in it"
+    if isinstance(culprit, Model):
+        meta = culprit._meta
+        return (
+            f"{where} is a model instance ({meta.label}); pass its primary key instead "
+            f"(e.g. {meta.model_name}.pk) and fetch the object where it is used"
+        )
+    if isinstance(culprit, set | frozenset):
+        return f"{where} is a {type(culprit).__name__}; pass a list instead (e.g. sorted(...))"
+    kind = type(culprit)
+    name = (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+    return f"{where} is of type {name}, which JSON cannot hold"
+
+
+def _place_of(culprit: Any, value: Any, depth: int) -> str | None:
+    """The subscripts that lead from ``value`` to ``culprit`` (``""``: it is ``value``), or
+    None when it is not there."""
+    if value is culprit:
+        return ""
+    if depth > MAX_NESTING:  # a payload this deep is refused for its depth anyway
+        return None
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _place_of(culprit, item, depth + 1)
+        if found is not None:
+            return f"[{key!r}]{found}"
+    return None
 
 
 def from_json(text: str | None) -> Any:

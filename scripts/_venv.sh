@@ -44,8 +44,13 @@ STAMP="$VENV/.installed-$EXTRAS-$(printf '%s' "$DJANGO_SPEC" | cksum | cut -d' '
 if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
     echo "==> installing django-pqjobs[$EXTRAS] ${DJANGO_SPEC:+($DJANGO_SPEC) }into $VENV"
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
+    # setuptools announces how it makes an editable install of a package beside other
+    # folders (an import hook that maps django_pqjobs alone, so tests/ and testproject/ do
+    # not become importable) with a banner pip repeats; the hook is what we want, the
+    # banner only hides what matters in the output. Other warnings still show.
     # shellcheck disable=SC2086 # DJANGO_SPEC is one requirement or nothing
-    "$VENV/bin/python" -m pip install --quiet -e "$ROOT[$EXTRAS]" ${DJANGO_SPEC:+"$DJANGO_SPEC"}
+    PYTHONWARNINGS="ignore:Editable installation" \
+        "$VENV/bin/python" -m pip install --quiet -e "$ROOT[$EXTRAS]" ${DJANGO_SPEC:+"$DJANGO_SPEC"}
     touch "$STAMP"
 fi
 PY="$VENV/bin/python"

@@ -42,6 +42,7 @@ Dashboard: http://127.0.0.1:8000/admin/django_pqjobs/job/dashboard/
 INFO
 if [ "$OWN_DATABASE" = 1 ]; then
     echo "Stop this checkout's database later with: .venv/bin/python scripts/devdb.py stop"
+    echo "(or delete it, and its data, with: .venv/bin/python scripts/devdb.py drop)"
 fi
 
 if [ "$SERVE" = 0 ]; then

@@ -4,8 +4,9 @@
     python scripts/devdb.py url --prefer system   # the tests: the machine's server if up
     python scripts/devdb.py url --prefer system --suffix perf   # a database of its own
     python scripts/devdb.py stop                  # stop this checkout's own server
+    python scripts/devdb.py drop                  # delete this checkout's databases
 
-An explicit DATABASE_URL always wins.
+An explicit DATABASE_URL always wins (and `drop` never touches it).
 
 The machine's server (127.0.0.1:5432): every checkout gets databases of its own,
 ``pqjobs_<id>`` where <id> is a hash of the checkout's path (pytest-django adds ``test_``),
@@ -13,7 +14,10 @@ so two people or two clones testing against one server never drop each other's t
 
 This checkout's own ("local") server keeps its data in .pgdata/ and listens on 127.0.0.1
 only, on a port derived from the checkout's path (54400-54999, or $PQJOBS_DEVDB_PORT), so
-two checkouts on one machine each run their own. Whatever answers on that port must have
+two checkouts on one machine each run their own. `drop` stops that server and deletes
+.pgdata, and drops this checkout's databases on the machine's server (``pqjobs_<id>``, those
+with a --suffix, and pytest-django's ``test_`` ones); `url` makes them again when next run.
+Whatever answers on that port must have
 this checkout's .pgdata as its data directory, or devdb refuses to use it. The server uses
 the machine's PostgreSQL binaries when they are installed; else the binaries of the
 `pgserver` wheel, which devdb downloads into .venv/pgserver (nothing else of pgserver is
@@ -416,6 +420,64 @@ def stop() -> None:
     fail(f"the server (pid {running.pid}) did not stop in {STOP_SECONDS} s; see server.log")
 
 
+# --- dropping what this checkout made ------------------------------------------------------
+
+
+def own_databases(names: list[str]) -> list[str]:
+    """Those of ``names`` that are this checkout's on the machine's server: its database,
+    those with a --suffix, and the test databases pytest-django made of each (``test_``,
+    then maybe ``_second`` or a worker's suffix)."""
+    own = re.compile(rf"(test_)?{re.escape(SHARED_DATABASE)}(_[a-z0-9_]+)?")
+    return sorted(name for name in names if own.fullmatch(name))
+
+
+def drop_system_databases() -> tuple[list[str], list[str]]:
+    """Drop this checkout's databases on the machine's server: the names dropped, and those
+    it refused to drop (in use) with its reason."""
+    if not accepting(SYSTEM_PORT):
+        return [], []
+    # A rough filter ("_" matches any character): own_databases() keeps the exact names.
+    listed = query(
+        SYSTEM_PORT,
+        "SELECT string_agg(datname, ' ') FROM pg_database "
+        f"WHERE datname LIKE '%{SHARED_DATABASE}%'",
+    )
+    dropped: list[str] = []
+    refused: list[str] = []
+    for name in own_databases((listed or "").split()):
+        try:
+            query(SYSTEM_PORT, f"DROP DATABASE {name}")
+        except QueryFailed as exc:
+            refused.append(f"{name} ({' '.join(str(exc).split())})")
+            continue
+        print(f"devdb: dropped database {name} on 127.0.0.1:{SYSTEM_PORT}")
+        dropped.append(name)
+    return dropped, refused
+
+
+def drop() -> None:
+    """Drop this checkout's databases on the machine's server, stop this checkout's own
+    server and delete its data directory. A DATABASE_URL's database is never touched."""
+    if os.environ.get("DATABASE_URL"):
+        note("DATABASE_URL is set: its database is not this checkout's; drop leaves it alone")
+    dropped, refused = drop_system_databases()
+    if running_postmaster() is not None:
+        stop()
+    if DATA.exists():
+        shutil.rmtree(DATA)
+        print(f"devdb: deleted {DATA} (this checkout's own server and its databases)")
+    elif not dropped and not refused:
+        print(
+            f"devdb: nothing to drop: no {DATA.name}/ and no database of this checkout on "
+            f"127.0.0.1:{SYSTEM_PORT}"
+        )
+    if refused:
+        fail(
+            f"could not drop {'; '.join(refused)}. Stop what uses it (a demo, a test run, a "
+            "worker) and run drop again"
+        )
+
+
 # --- the machine's server ----------------------------------------------------------------
 
 
@@ -443,7 +505,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("action", choices=["url", "stop"])
+    parser.add_argument("action", choices=["url", "stop", "drop"])
     parser.add_argument(
         "--prefer",
         choices=["local", "embedded", "system"],
@@ -454,6 +516,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.action == "stop":
         stop()
+        return
+    if args.action == "drop":
+        drop()
         return
     if os.environ.get("DATABASE_URL"):
         print(os.environ["DATABASE_URL"])

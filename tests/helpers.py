@@ -7,6 +7,7 @@ Fixtures live in ``conftest.py``; everything a test calls directly lives here.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -121,17 +122,37 @@ def run_jobs(*args: str, **env: str) -> Iterator[WorkerProcess]:
         worker.stop()
 
 
-def documented_sql(doc: str, tag: str) -> str:
-    """The SQL block that follows ``<!-- tested: <tag> ... -->`` in ``docs/<doc>``.
+# A fenced block (its language and its text), and the marker a test's block has just above.
+_FENCED_BLOCK = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+_TESTED_MARKER = re.compile(r"<!-- tested: (\S+) .*-->\n\Z")
 
-    Tests run the statements the documentation shows, so the two cannot drift apart.
+
+def documented_blocks(doc: str, language: str) -> list[tuple[str | None, str]]:
+    """Every ```<language> block of ``docs/<doc>``, in order, with the tag of the
+    ``<!-- tested: <tag> (...) -->`` line just above it (None for a block without one).
+
+    Tests run the code the documentation shows, so the two cannot drift apart.
     """
     text = (ROOT / "docs" / doc).read_text()
-    marker = f"<!-- tested: {tag}"
-    assert marker in text, f"docs/{doc} has no block marked {marker!r}"
-    after = text[text.index(marker) :]
-    start = after.index("```sql\n") + len("```sql\n")
-    return after[start : after.index("```", start)]
+    blocks = []
+    for block in _FENCED_BLOCK.finditer(text):
+        if block.group(1) == language:
+            above = text[: block.start()].rsplit("\n", 2)[-2:]
+            marker = _TESTED_MARKER.search("\n".join(above))
+            blocks.append((marker.group(1) if marker else None, block.group(2)))
+    return blocks
+
+
+def documented_block(doc: str, tag: str, language: str) -> str:
+    """The ```<language> block marked ``<!-- tested: <tag> ... -->`` in ``docs/<doc>``."""
+    found = [code for marked, code in documented_blocks(doc, language) if marked == tag]
+    assert len(found) == 1, f"docs/{doc} has {len(found)} {language} blocks tested as {tag!r}"
+    return found[0]
+
+
+def documented_sql(doc: str, tag: str) -> str:
+    """The SQL block marked ``<!-- tested: <tag> ... -->`` in ``docs/<doc>``."""
+    return documented_block(doc, tag, "sql")
 
 
 def planned_inside(call: Callable[[], object]) -> list[str]:

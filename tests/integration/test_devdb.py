@@ -141,3 +141,68 @@ def test_another_checkouts_server_on_the_port_is_refused(checkouts):
     assert own.returncode == 0, own.stderr
     with connect(own.stdout.strip()) as conn:
         assert Path(conn.execute("SHOW data_directory").fetchone()[0]).resolve() == two.data
+
+
+def test_drop_stops_the_checkouts_own_server_and_deletes_its_data(checkouts):
+    one = checkouts[0]
+    started = one.devdb("url", "--prefer", "local", PQJOBS_DEVDB_PORT=free_port())
+    assert started.returncode == 0, started.stderr
+    pid = one.postmaster_pid()
+    assert pid is not None
+
+    dropped = one.devdb("drop")
+    assert dropped.returncode == 0, dropped.stderr
+    assert f"stopped this checkout's server (pid {pid})" in dropped.stdout
+    assert f"deleted {one.data} (this checkout's own server and its databases)" in dropped.stdout
+    assert not process_alive(pid)
+    assert not one.data.exists()
+    again = one.devdb("drop")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("devdb: nothing to drop: no .pgdata/")
+
+
+def test_drop_drops_the_checkouts_databases_on_the_machines_server(tmp_path):
+    machine = "postgres://postgres@127.0.0.1:5432/"
+    server = machine + "postgres"
+    try:
+        connect(server).close()
+    except psycopg.OperationalError:
+        pytest.skip("no PostgreSQL on 127.0.0.1:5432 (the machine's server devdb drops from)")
+    one, two = Checkout(tmp_path / "one"), Checkout(tmp_path / "two")
+    ours = load_devdb(one.path).SHARED_DATABASE
+    theirs = load_devdb(two.path).SHARED_DATABASE
+    made = [ours, f"{ours}_perf", f"test_{ours}", f"test_{ours}_second", theirs]
+    try:
+        for checkout, suffix in [(one, []), (one, ["--suffix", "perf"]), (two, [])]:
+            created = checkout.devdb("url", "--prefer", "system", *suffix)
+            assert created.returncode == 0, created.stderr
+        with connect(server) as admin:
+            admin.execute(f"CREATE DATABASE test_{ours}")  # as pytest-django names them
+            admin.execute(f"CREATE DATABASE test_{ours}_second")
+
+        # a database in use is left, and said so; the others are dropped
+        with connect(f"{machine}test_{ours}_second"):
+            refused = one.devdb("drop")
+        assert refused.returncode == 1
+        for name in (ours, f"{ours}_perf", f"test_{ours}"):
+            assert f"devdb: dropped database {name} on 127.0.0.1:5432\n" in refused.stdout
+        assert f"could not drop test_{ours}_second (" in refused.stderr
+        assert "run drop again" in refused.stderr
+        assert existing(server, made) == sorted([f"test_{ours}_second", theirs])
+
+        dropped = one.devdb("drop")
+        assert dropped.returncode == 0, dropped.stderr
+        assert dropped.stdout == f"devdb: dropped database test_{ours}_second on 127.0.0.1:5432\n"
+        assert existing(server, made) == [theirs]  # another checkout's database is left alone
+    finally:
+        with connect(server) as admin:
+            for name in made:
+                admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def existing(server: str, names: list[str]) -> list[str]:
+    with connect(server) as conn:
+        rows = conn.execute(
+            "SELECT datname FROM pg_database WHERE datname = ANY(%s) ORDER BY 1", [names]
+        ).fetchall()
+    return [name for (name,) in rows]

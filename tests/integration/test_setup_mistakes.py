@@ -9,11 +9,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -119,21 +116,6 @@ def test_a_role_that_cannot_read_the_migration_table_is_told_which_tables_are_mi
         assert schema.missing_migrations("default") == ["table pqjobs_audit"]
         raise RolledBack
     assert schema.missing_migrations("default") == []
-
-
-@pytest.fixture
-def empty_database() -> Iterator[str]:
-    """A database on the test server that ``migrate`` never ran on."""
-    name = f"pqjobs_unmigrated_{uuid.uuid4().hex[:8]}"
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
-    params["dbname"] = "postgres"
-    with psycopg.connect(**params, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-        try:
-            yield name
-        finally:
-            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 def django_process(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:

@@ -1,12 +1,19 @@
+import functools
 import importlib
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.checks import run_checks
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
+from django_pqjobs import job
 from django_pqjobs.conf import Settings, conf
+from django_pqjobs.registry import registry
 
 
 def check_id(key: str) -> str:
@@ -244,6 +251,7 @@ def test_checks_are_registered_by_the_app_not_by_importing_the_modules():
     registered = {check.__qualname__: check for check in registry.registry.registered_checks}
     assert registered["check_settings"].tags == ("compatibility",)
     assert registered["check_schedules"].tags == ("compatibility",)
+    assert registered["check_handlers"].tags == ("compatibility",)
     before = set(registry.registry.registered_checks)
     importlib.reload(django_pqjobs.checks)
     importlib.reload(django_pqjobs.schedules.checks)
@@ -291,3 +299,89 @@ def test_metrics_access_defaults_and_a_good_token():
     with override_settings(PQJOBS={"METRICS_TOKEN": token}):
         configured = conf.METRICS_TOKEN
     assert configured == token
+
+
+# --- handlers --------------------------------------------------------------------------------
+
+
+def takes_nothing():
+    return None
+
+
+def takes_two(ctx, order_id):
+    return None
+
+
+async def takes_a_keyword(*, ctx):
+    return None
+
+
+def takes_defaults(ctx, retries=3, *, verbose=False):
+    return None
+
+
+class CallableHandler:
+    def __call__(self, ctx):
+        return None
+
+
+class CallableWithoutArguments:
+    def __call__(self):
+        return None
+
+
+@pytest.fixture
+def declare() -> Iterator[Callable[[str, Callable[..., Any]], None]]:
+    """``declare(name, handler)``: a job type registered for one test."""
+    names: list[str] = []
+
+    def register(name: str, handler: Callable[..., Any]) -> None:
+        names.append(name)
+        job(name)(handler)
+
+    yield register
+    for name in names:
+        registry.unregister(name)
+
+
+def test_a_handler_that_cannot_take_the_context_fails_check(declare):
+    declare("unit.nothing", takes_nothing)
+    declare("unit.two", takes_two)
+    declare("unit.keyword", takes_a_keyword)
+    declare("unit.instance", CallableWithoutArguments())
+    with pytest.raises(SystemCheckError) as caught:
+        call_command("check")
+    assert str(caught.value).count("(pqjobs.E091)") == 4
+    here = "tests.unit.test_conf_and_checks"
+    messages = {m.obj: m.msg for m in run_checks() if m.id == "pqjobs.E091"}
+    assert messages == {
+        f"{here}.takes_nothing": "the handler of job type 'unit.nothing', takes_nothing(), "
+        "cannot take the job's context as its one argument: too many positional arguments",
+        f"{here}.takes_two": "the handler of job type 'unit.two', takes_two(ctx, order_id), "
+        "cannot take the job's context as its one argument: missing a required argument: "
+        "'order_id'",
+        f"{here}.takes_a_keyword": "the handler of job type 'unit.keyword', "
+        "takes_a_keyword(*, ctx), cannot take the job's context as its one argument: too many "
+        "positional arguments",
+        f"{here}.CallableWithoutArguments": "the handler of job type 'unit.instance', "
+        "CallableWithoutArguments(), cannot take the job's context as its one argument: too "
+        "many positional arguments",
+    }
+    [hint] = {m.hint for m in run_checks() if m.id == "pqjobs.E091"}
+    assert hint == (
+        "A handler takes one positional argument, the JobContext: def handler(ctx): ...; it "
+        "reads the job's data from ctx.job.payload."
+    )
+
+
+def test_handlers_that_take_the_context_pass_the_check(declare):
+    @functools.wraps(takes_two)
+    def wrapper(ctx):  # a decorator's: what the worker calls takes the context alone
+        return takes_two(ctx, None)
+
+    declare("unit.defaults", takes_defaults)
+    declare("unit.anything", lambda *args, **kwargs: None)
+    declare("unit.wrapper", wrapper)
+    declare("unit.partial", functools.partial(takes_defaults, retries=1))
+    declare("unit.instance", CallableHandler())
+    assert [m for m in run_checks() if m.id == "pqjobs.E091"] == []

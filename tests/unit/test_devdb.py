@@ -75,6 +75,71 @@ def test_database_suffix(devdb, capsys):
     assert "--suffix" in capsys.readouterr().err
 
 
+def test_drop_picks_only_this_checkouts_databases(devdb, monkeypatch):
+    monkeypatch.setattr(devdb, "SHARED_DATABASE", "pqjobs_0123abcd")
+    names = [
+        "pqjobs_0123abcd",  # its database
+        "pqjobs_0123abcd_perf",  # with --suffix
+        "test_pqjobs_0123abcd",  # pytest-django's
+        "test_pqjobs_0123abcd_second",
+        "test_pqjobs_0123abcd_gw1",
+        "pqjobs_89abcdef",  # another checkout's
+        "test_pqjobs_89abcdef",
+        "pqjobs",  # a checkout's own server's, never on the machine's
+        "pqjobs_0123abcde",
+        "pqjobs_0123abcd-x",
+        "mytest_pqjobs_0123abcd",
+        "postgres",
+    ]
+    assert devdb.own_databases(names) == [
+        "pqjobs_0123abcd",
+        "pqjobs_0123abcd_perf",
+        "test_pqjobs_0123abcd",
+        "test_pqjobs_0123abcd_gw1",
+        "test_pqjobs_0123abcd_second",
+    ]
+
+
+def test_drop_without_anything_to_drop_says_so(devdb, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(devdb, "DATA", tmp_path / ".pgdata")
+    monkeypatch.setattr(devdb, "drop_system_databases", lambda: ([], []))
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    devdb.drop()
+    assert capsys.readouterr().out == (
+        "devdb: nothing to drop: no .pgdata/ and no database of this checkout on 127.0.0.1:5432\n"
+    )
+
+
+def test_drop_leaves_a_database_url_alone_and_says_so(devdb, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(devdb, "DATA", tmp_path / ".pgdata")
+    monkeypatch.setattr(devdb, "drop_system_databases", lambda: ([], []))
+    monkeypatch.setenv("DATABASE_URL", "postgres://app@db.example.com/production")
+    devdb.drop()
+    assert "DATABASE_URL is set" in capsys.readouterr().err
+
+
+def test_drop_deletes_the_data_directory_even_when_a_database_is_in_use(
+    devdb, tmp_path, monkeypatch, capsys
+):
+    data = tmp_path / ".pgdata"
+    (data / "base").mkdir(parents=True)
+    monkeypatch.setattr(devdb, "DATA", data)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setattr(
+        devdb,
+        "drop_system_databases",
+        lambda: (["pqjobs_0123abcd"], ["test_pqjobs_0123abcd (being accessed by other users)"]),
+    )
+    with pytest.raises(SystemExit):
+        devdb.drop()
+    assert not data.exists()
+    err = capsys.readouterr().err
+    assert err == (
+        "devdb: could not drop test_pqjobs_0123abcd (being accessed by other users). Stop what "
+        "uses it (a demo, a test run, a worker) and run drop again\n"
+    )
+
+
 def write_postmaster_pid(data: Path, pid: int, port: int, listen: str = "127.0.0.1") -> None:
     data.mkdir(exist_ok=True)
     # the layout PostgreSQL writes: pid, data dir, start time, port, socket dir, listen address

@@ -1,11 +1,21 @@
 import datetime
 import decimal
+import json
 import uuid
+from pathlib import Path
 
 import pytest
 from django.test import override_settings
+from django.utils.dateparse import parse_datetime, parse_time
+from shop.models import Order
 
-from django_pqjobs import InvalidJobOption, JobTypeAlreadyRegistered, PayloadError, job
+from django_pqjobs import (
+    InvalidJobOption,
+    JobTypeAlreadyRegistered,
+    PayloadError,
+    enqueue_job,
+    job,
+)
 from django_pqjobs.enqueue import prepare, serialize_payload
 from django_pqjobs.policies import StepBackoff
 from django_pqjobs.registry import registry
@@ -125,6 +135,66 @@ def test_payload_uses_djangos_encoder():
 def test_bad_payloads_name_the_job_type(payload, message):
     with pytest.raises(PayloadError, match=f"'my.type'.*{message}|{message}.*'my.type'"):
         serialize_payload("my.type", payload)
+
+
+def test_datetimes_and_times_keep_their_microseconds():
+    moment = datetime.datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=datetime.UTC)
+    paris = moment.astimezone(datetime.timezone(datetime.timedelta(hours=1)))
+    payload = {"utc": moment, "paris": paris, "naive": moment.replace(tzinfo=None)}
+    payload["time"] = datetime.time(3, 4, 5, 7)
+    decoded = json.loads(serialize_payload("t", payload))
+    assert decoded == {
+        "utc": "2026-01-02T03:04:05.123456Z",
+        "paris": "2026-01-02T04:04:05.123456+01:00",
+        "naive": "2026-01-02T03:04:05.123456",
+        "time": "03:04:05.000007",
+    }
+    # what a handler reads back equals what was sent; payloads written before, with
+    # milliseconds, still read with the same parser
+    assert parse_datetime(decoded["utc"]) == parse_datetime(decoded["paris"]) == moment
+    assert parse_time(decoded["time"]) == payload["time"]
+    assert parse_datetime("2026-01-02T03:04:05.123Z") == moment.replace(microsecond=123000)
+    with pytest.raises(PayloadError, match="timezone-aware times"):
+        serialize_payload("t", {"at": datetime.time(3, tzinfo=datetime.UTC)})
+
+
+PAYLOAD_ERROR = "payload for job type 'send_receipt' is not JSON-serialisable: "
+
+
+@pytest.mark.parametrize(
+    "payload, problem",
+    [
+        (
+            {"order": Order(pk=7, email="a@example.com", total=1)},
+            "the value at ['order'] is a model instance (shop.Order); pass its primary key "
+            "instead (e.g. order.pk) and fetch the object where it is used",
+        ),
+        (
+            Order(pk=7),
+            "it is a model instance (shop.Order); pass its primary key instead (e.g. "
+            "order.pk) and fetch the object where it is used",
+        ),
+        (
+            {"order_id": 7, "lines": [1, {"tags": {"gift"}}]},
+            "the value at ['lines'][1]['tags'] is a set; pass a list instead (e.g. sorted(...))",
+        ),
+        ({1, 2}, "it is a set; pass a list instead (e.g. sorted(...))"),
+        (
+            ({"skus": frozenset()},),
+            "the value at [0]['skus'] is a frozenset; pass a list instead (e.g. sorted(...))",
+        ),
+        (
+            {"file": Path("/tmp/x.csv")},
+            "the value at ['file'] is of type pathlib.PosixPath, which JSON cannot hold",
+        ),
+        ({"raw": b"x"}, "the value at ['raw'] is of type bytes, which JSON cannot hold"),
+    ],
+)
+def test_what_json_cannot_hold_is_named_with_where_it_is_and_what_to_pass(payload, problem):
+    with pytest.raises(PayloadError) as caught:
+        enqueue_job("send_receipt", payload)  # refused before the database is asked
+    assert str(caught.value) == PAYLOAD_ERROR + problem
+    assert caught.value.__suppress_context__  # one error, not the encoder's besides
 
 
 def test_escaped_backslash_u0000_text_is_allowed():
