@@ -13,7 +13,7 @@ from django.utils.safestring import SafeString
 
 from ..clock import database_now
 from ..conf import conf
-from .display import moment
+from .display import absolute, moment
 
 _PER_MINUTE = """
 SELECT date_trunc('minute', finished_at) AS minute,
@@ -163,8 +163,7 @@ def collect(paused_queues: frozenset[str] = frozenset()) -> Dashboard:
             "concurrency": c,
             "queues": ", ".join(_queue_names(q)) or "all",
             "heartbeat_at": hb,
-            "heartbeat_shown": moment(hb),
-            "heartbeat_age": max(0.0, (now - hb).total_seconds()),
+            "heartbeat_shown": _age(hb, max(0.0, (now - hb).total_seconds())),
             "running": running,
         }
         for w, h, pid, c, q, hb, running in _rows(_WORKERS, [conf.STALE_TIMEOUT])
@@ -177,6 +176,16 @@ def collect(paused_queues: frozenset[str] = frozenset()) -> Dashboard:
         per_minute,
         by_type[:50],
         workers,
+    )
+
+
+def _age(moment: datetime, seconds: float) -> SafeString:
+    """``8 s ago``, the time itself on hover."""
+    return format_html(
+        '<time datetime="{}" title="{}">{} s ago</time>',
+        moment.isoformat(),
+        absolute(moment),
+        f"{seconds:.0f}",
     )
 
 

@@ -1,6 +1,7 @@
 """The operator console in a real browser: log in, filter to failed jobs, retry one from its
 page, see it done once a worker ran it; the job list at laptop width and on a phone; the
-dashboard in dark mode and on a phone; a batch's page, its failed member and back.
+dashboard in dark mode and on a phone, and its worker table; a failed job's first screen; a
+batch's page, its failed member and back.
 
 ``PQJOBS_SCREENSHOTS=<directory>`` keeps screenshots of the batch pages there.
 
@@ -14,14 +15,16 @@ from __future__ import annotations
 import importlib
 import os
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
 from django.db.models.functions import Now
+from django.utils import timezone
 
 from django_pqjobs import batch, enqueue_job
-from django_pqjobs.models import Job, JobAttempt
+from django_pqjobs.models import Job, JobAttempt, WorkerRecord
 from django_pqjobs.testing import drain
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -263,6 +266,35 @@ def test_the_dashboard_in_dark_mode_and_on_a_phone(sync_api, live_server, tmp_pa
             left, right, _ = chart.evaluate(_BOX)
             assert left >= 0 and right <= 390, (left, right)
             assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        finally:
+            context.close()
+
+
+def test_the_dashboards_worker_table_shows_text_not_markup(sync_api, live_server, tmp_path):
+    User.objects.create_user("oncall", password="pw-oncall", is_superuser=True, is_staff=True)
+    WorkerRecord.objects.create(
+        worker_id="web-1-4242-a1b2c3",
+        hostname="web-1",
+        pid=4242,
+        queues=["default", "emails"],
+        concurrency=4,
+        heartbeat_at=timezone.now() - timedelta(seconds=8),
+    )
+    with sync_api.sync_playwright() as playwright:
+        context, page = logged_in_page(
+            sync_api, playwright, tmp_path, live_server, viewport={"width": 1280, "height": 800}
+        )
+        try:
+            page.goto(f"{live_server.url}/admin/django_pqjobs/job/dashboard/")
+            row = page.locator("#pqjobs-workers tbody tr", has_text="web-1-4242-a1b2c3")
+            sync_api.expect(row).to_have_count(1)
+            text = row.inner_text()
+            assert '">' not in text and "<time" not in text, text
+            heartbeat = row.locator("td.pqjobs-heartbeat")
+            assert re.fullmatch(r"\d+ s ago", heartbeat.inner_text().strip()), text
+            # the time itself on hover
+            title = heartbeat.locator("time").get_attribute("title") or ""
+            assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", title), title
         finally:
             context.close()
 
