@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -11,6 +10,7 @@ from django.db import connections
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from .. import monitoring
 from ..clock import database_now
 from ..conf import conf
 from .display import absolute, moment
@@ -60,13 +60,9 @@ UNION ALL
 SELECT 'running', queue, count(*), NULL FROM pqjobs_job WHERE status = 'running' GROUP BY queue
 ORDER BY 2, 1
 """
-_WORKERS = """
-SELECT w.worker_id, w.hostname, w.pid, w.concurrency, w.queues, w.heartbeat_at,
-       (SELECT count(*) FROM pqjobs_job j WHERE j.status = 'running'
-                                           AND j.locked_by = w.worker_id)
-FROM pqjobs_worker w
-WHERE w.heartbeat_at > now() - make_interval(secs => %s)
-ORDER BY w.worker_id
+# Through the partial index on running jobs.
+_RUNNING_BY_WORKER = """
+SELECT locked_by, count(*) FROM pqjobs_job WHERE status = 'running' GROUP BY locked_by
 """
 
 
@@ -104,13 +100,6 @@ def _rows(sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
     with connections[conf.DATABASE].cursor() as cursor:
         cursor.execute(sql, params or [])
         return list(cursor.fetchall())
-
-
-def _queue_names(value: Any) -> list[str]:
-    """The worker's queues column: raw cursors return jsonb as text; null means all."""
-    if isinstance(value, str):
-        value = json.loads(value)
-    return [str(name) for name in value or []]
 
 
 def active_queues() -> list[str]:
@@ -155,19 +144,24 @@ def collect(paused_queues: frozenset[str] = frozenset()) -> Dashboard:
         }
         for job_type, counts in sorted(per_type.items(), key=lambda i: (-i[1]["failed"], i[0]))
     ]
-    workers = [
-        {
-            "worker_id": w,
-            "hostname": h,
-            "pid": pid,
-            "concurrency": c,
-            "queues": ", ".join(_queue_names(q)) or "all",
-            "heartbeat_at": hb,
-            "heartbeat_shown": _age(hb, max(0.0, (now - hb).total_seconds())),
-            "running": running,
-        }
-        for w, h, pid, c, q, hb, running in _rows(_WORKERS, [conf.STALE_TIMEOUT])
-    ]
+    running = dict(_rows(_RUNNING_BY_WORKER))
+    # Live ones first; a stale one is judged by the rule jobs_health uses.
+    workers = sorted(
+        (
+            {
+                "worker_id": w.worker_id,
+                "hostname": w.hostname,
+                "pid": w.pid,
+                "concurrency": w.concurrency,
+                "queues": ", ".join(w.queues or ()) or "all",
+                "heartbeat_shown": _age(w.heartbeat_at, w.heartbeat_age),
+                "live": monitoring.is_live(w),
+                "running": running.get(w.worker_id, 0),
+            }
+            for w in monitoring.workers(conf.DATABASE)
+        ),
+        key=lambda w: not w["live"],
+    )
     return Dashboard(
         now,
         active,
@@ -179,8 +173,10 @@ def collect(paused_queues: frozenset[str] = frozenset()) -> Dashboard:
     )
 
 
-def _age(moment: datetime, seconds: float) -> SafeString:
+def _age(moment: datetime | None, seconds: float) -> SafeString:
     """``8 s ago``, the time itself on hover."""
+    if moment is None:
+        return format_html("{} s ago", f"{seconds:.0f}")
     return format_html(
         '<time datetime="{}" title="{}">{} s ago</time>',
         moment.isoformat(),

@@ -28,7 +28,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
-from .. import flow, operations
+from .. import flow, monitoring, operations
 from ..conf import conf
 from ..models import Job, JobAttempt, WorkerRecord
 from ..serialization import from_json
@@ -817,6 +817,7 @@ class JobAdmin(GuardedListAdmin):
             "can_change": self.has_change_permission(request),
             "pause_kinds": list(flowcontrol.KINDS.items()),
             "stale_timeout": conf.STALE_TIMEOUT,
+            "live_after": monitoring.live_after(),
         }
         return TemplateResponse(request, "admin/django_pqjobs/job/dashboard.html", context)
 
