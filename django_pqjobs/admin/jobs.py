@@ -147,7 +147,7 @@ class JobAdmin(GuardedListAdmin):
             },
         ),
         ("Timeline", {"fields": ["timeline"]}),
-        ("Errors", {"fields": ["last_error_type", "attempt_table", "tracebacks"]}),
+        ("Errors", {"fields": ["attempt_table", "tracebacks"]}),
     ]
     # The job's batch and dependencies: a fieldset shown only with the rows that apply.
     composition_fields = ["member_of", "callback_of_batch", "dependency_links", "dependent_links"]
@@ -181,6 +181,11 @@ class JobAdmin(GuardedListAdmin):
             for name, spec in self.fieldsets:
                 names = [hidden.get(str(f), str(f)) for f in spec["fields"]]
                 fieldsets.append((name, {**spec, "fields": [f for f in names if f]}))
+        if _has_error(obj):
+            first = fieldsets[0][1]["fields"]
+            at = first.index("status_detail") + 1
+            fields = [*first[:at], "last_error_summary", *first[at:]]
+            fieldsets[0] = (fieldsets[0][0], {**fieldsets[0][1], "fields": fields})
         composed = self._composition_fields(obj)
         if composed:
             fieldsets.insert(1, ("Batch and dependencies", {"fields": composed}))
@@ -332,7 +337,7 @@ class JobAdmin(GuardedListAdmin):
         return display.duration(job.duration_ms)
 
     @admin.display(description="last error")
-    def error(self, job: Job) -> str:
+    def error(self, job: Job) -> SafeString | str:
         return display.error_summary(
             getattr(job, "error_head", None), getattr(job, "error_tail", None)
         )
@@ -397,12 +402,30 @@ class JobAdmin(GuardedListAdmin):
     def cancel_requested(self, job: Job) -> SafeString | str:
         return display.moment(job.cancel_requested_at)
 
-    @admin.display(description="error type")
-    def last_error_type(self, job: Job) -> str:
-        # A job that ended done succeeded: errors of earlier attempts are in the history.
-        if job.status == "done":
-            return "-"
-        return job.error_type or "-"
+    @admin.display(description="last error")
+    def last_error_summary(self, job: Job) -> SafeString:
+        """The exception, its message and where it was raised, on the job page's first
+        screen (the message only with ``ADMIN_DATA_PERMISSION``); the tracebacks are under
+        Errors."""
+        page = excerpts.page_of(job)
+        if not page.show_data:
+            return format_html(
+                '<strong>{}</strong><span class="pqjobs-sub">its message and traceback need '
+                "the permission {}</span>",
+                job.error_type or "error",
+                repr(conf.ADMIN_DATA_PERMISSION),
+            )
+        raised = display.raised_error(page.last_error.text if page.last_error else "")
+        where = [raised.where] if raised.where else []
+        return format_html(
+            '<div class="pqjobs-error"><strong>{}</strong>{}<span class="pqjobs-sub">{}'
+            '<a href="#pqjobs-tracebacks">traceback below</a></span></div>',
+            job.error_type or raised.error_type or "error",
+            format_html(': <span class="pqjobs-error-message">{}</span>', raised.message)
+            if raised.message
+            else "",
+            "".join(f"{part} · " for part in [*where, f"attempt {job.attempts}"]),
+        )
 
     @admin.display(description="payload")
     def payload_pretty(self, job: Job) -> SafeString | str:
@@ -529,9 +552,9 @@ class JobAdmin(GuardedListAdmin):
             error = page.last_error
             if job.status == "done" or error is None or not error.length:
                 return "-"
-            return display.text_tail(error)
+            return format_html('<div id="pqjobs-tracebacks">{}</div>', display.text_tail(error))
         return format_html(
-            "{}{}",
+            '<div id="pqjobs-tracebacks">{}{}</div>',
             _earlier(page),
             format_html_join(
                 "",
@@ -834,6 +857,15 @@ class JobAdmin(GuardedListAdmin):
         text, level = flowcontrol.pause_or_resume(request, verb == "pause", actions.actor(request))
         self.message_user(request, text, level)
         return HttpResponseRedirect(reverse("admin:django_pqjobs_job_dashboard"))
+
+
+def _has_error(job: Any) -> bool:
+    """Whether the job page shows the job's last error on its first screen. A job that
+    ended done succeeded: the errors of its earlier attempts are in its history."""
+    if not isinstance(job, Job) or job.status == "done":
+        return False
+    error = excerpts.page_of(job).last_error
+    return bool(job.error_type or (error is not None and error.length))
 
 
 def _waiting_for(count: int) -> str:

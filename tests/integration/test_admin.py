@@ -332,3 +332,71 @@ def test_a_stopped_embedded_worker_leaves_the_dashboard_at_once(operator, monkey
         worker.stop()
         worker.thread.join(15)
     assert not worker.thread.is_alive()
+
+
+# --- a failed job's error, on the job page's first screen and in the list -------------------
+
+EVIL = "<img src=x onerror=alert(1)>"
+
+
+def failed_with_markup() -> int:
+    """A job that failed as the worker records it: the traceback, its error type."""
+    job_id = enqueue_job("tests.echo")
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/billing/jobs.py", line 12, in charge\n'
+        "    gateway.charge(card)\n"
+        "    ~~~~~~~~~~~~~~^^^^^^\n"
+        f"django_pqjobs.errors.PermanentError: card {EVIL} declined\n"
+    )
+    Job.objects.filter(pk=job_id).update(
+        status="failed", attempts=3, last_error=traceback, error_type="PermanentError"
+    )
+    return job_id
+
+
+def field_rows(page: str) -> list[str]:
+    """The job page's rows, by the name of their field, in order."""
+    return re.findall(r'<div class="form-row field-(\w+)', page)
+
+
+def test_a_failed_job_page_shows_its_last_error_first_escaped(operator):
+    job_id = failed_with_markup()
+    page = operator.get(change_url(job_id)).content.decode()
+    assert field_rows(page)[:3] == ["status_detail", "last_error_summary", "job_type"]
+    summary = re.search(r'<div class="pqjobs-error">(.*?)</div>', page, re.S)
+    assert summary is not None
+    text = " ".join(re.sub(r"<[^>]+>", " ", summary.group(1)).split())
+    assert text == (
+        "PermanentError : card &lt;img src=x onerror=alert(1)&gt; declined "
+        "in charge, &quot;/srv/app/billing/jobs.py&quot;, line 12 · attempt 3 · traceback below"
+    )
+    assert EVIL not in page
+    assert 'href="#pqjobs-tracebacks"' in page and 'id="pqjobs-tracebacks"' in page
+
+
+def test_a_job_without_an_error_has_no_last_error_row(operator):
+    job_id = enqueue_job("tests.echo")
+    assert "field-last_error_summary" not in operator.get(change_url(job_id)).content.decode()
+
+
+def test_without_the_data_permission_the_last_error_is_its_type(operator, settings):
+    settings.PQJOBS = {**settings.PQJOBS, "ADMIN_DATA_PERMISSION": "django_pqjobs.delete_job"}
+    job_id = failed_with_markup()
+    page = operator.get(change_url(job_id)).content.decode()
+    assert field_rows(page)[:2] == ["status_detail", "last_error_summary"]
+    assert "<strong>PermanentError</strong>" in page
+    assert "declined" not in page and "billing/jobs.py" not in page
+    assert "the permission &#x27;django_pqjobs.delete_job&#x27;" in page
+
+
+def test_the_list_names_the_exception_by_its_class(operator):
+    job_id = failed_with_markup()
+    page = operator.get(f"{CHANGELIST}?status__exact=failed").content.decode()
+    cell = re.search(r'<td class="field-error">(.*?)</td>', page, re.S)
+    assert cell is not None
+    assert cell.group(1) == (
+        '<span title="django_pqjobs.errors.PermanentError">'
+        "PermanentError: card &lt;img src=x onerror=alert(1)&gt; declined</span>"
+    )
+    assert change_url(job_id) in page and EVIL not in page
