@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from django_pqjobs import enqueue_job, health, start_embedded_worker
 from django_pqjobs.clock import database_now
@@ -400,3 +401,20 @@ def test_the_list_names_the_exception_by_its_class(operator):
         "PermanentError: card &lt;img src=x onerror=alert(1)&gt; declined</span>"
     )
     assert change_url(job_id) in page and EVIL not in page
+
+
+def test_the_throughput_chart_has_a_time_axis(operator, settings):
+    """A tick every ten minutes of the hour, in the admin's time zone; the bars' titles in
+    it too."""
+    settings.TIME_ZONE = "Asia/Kathmandu"  # UTC+05:45: its ten minutes are not UTC's
+    done = enqueue_job("tests.noop")
+    Job.objects.filter(pk=done).update(status="done", finished_at=database_now("default"))
+    before = timezone.localtime()
+    page = operator.get(DASHBOARD).content.decode()
+    minutes = {f"{moment:%H:%M}" for moment in (before, timezone.localtime())}
+    chart = re.search(r'<svg [^>]*class="pqjobs-chart".*?</svg>', page, re.S)
+    assert chart is not None
+    labels = re.findall(r'<text x="[\d.]+" y="134" text-anchor="\w+">([^<]*)</text>', chart[0])
+    assert len(labels) == 6 and all(re.fullmatch(r"\d\d:\d0", label) for label in labels)
+    assert any(f"<title>{m}: 1 done, 0 failed, 0 retried</title>" in chart[0] for m in minutes)
+    assert "times in +0545" in page
