@@ -5,11 +5,11 @@ Every action is an operator action of ``operations.py``: one conditional stateme
 state machine (``transitions.py``), so it never overwrites what a worker did meanwhile, and
 a row of the audit trail under the user's name. Jobs in a status the action does not apply
 to are reported as skipped. Nothing else writes a job: the job page is read-only and refuses
-POST. The list is guarded (``changelist.py``), reads no payload or result, and the job page
-reads only excerpts of them (``excerpts.py``); who sees that data at all is
-``PQJOBS['ADMIN_DATA_PERMISSION']``. The job page links the job's batch, the batch it is a
-callback of, its dependencies and its dependents (``composition.py``), and the list filters
-by each of them.
+POST. The list is guarded (``changelist.py``), reads no result and no payload but a small
+task's (its call), and the job page reads only excerpts of them (``excerpts.py``); who sees
+that data at all is ``PQJOBS['ADMIN_DATA_PERMISSION']``. The job page links the job's
+batch, the batch it is a callback of, its dependencies and its dependents
+(``composition.py``), and the list filters by each of them.
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ from .filters import (
 )
 from .pagination import EstimatedCountPaginator
 from .search import HELP_TEXT, job_search
+
+TASK_CALL_CHARS = 80  # of a task's call in the list
 
 
 def shows_data(request: HttpRequest) -> bool:
@@ -284,10 +286,12 @@ class JobAdmin(GuardedListAdmin):
 
     @admin.display(description="job type", ordering="job_type")
     def job_type_cell(self, job: Job) -> SafeString:
+        """The job type (a task's path), a task's call under it, then the queue."""
         priority = f" · priority {job.priority}" if job.priority else ""
         return format_html(
-            '{}<span class="pqjobs-sub">{}{}</span>',
+            '{}{}<span class="pqjobs-sub">{}{}</span>',
             display.breakable(job.job_type),
+            _task_call(job),
             job.queue,
             priority,
         )
@@ -857,6 +861,19 @@ class JobAdmin(GuardedListAdmin):
         text, level = flowcontrol.pause_or_resume(request, verb == "pause", actions.actor(request))
         self.message_user(request, text, level)
         return HttpResponseRedirect(reverse("admin:django_pqjobs_job_dashboard"))
+
+
+def _task_call(job: Job) -> SafeString | str:
+    """``send_receipt(42, to="a@example.com")`` for a task job whose payload the list read
+    (see ``excerpts.task_call_payload``), else nothing."""
+    text = getattr(job, "task_payload", None)
+    if not text:
+        return ""
+    try:
+        call = describe_call(job.job_type, from_json(text), limit=TASK_CALL_CHARS)
+    except (ValueError, RecursionError):
+        return ""  # not JSON this page can parse
+    return format_html('<span class="pqjobs-sub pqjobs-call">{}</span>', call) if call else ""
 
 
 def _has_error(job: Any) -> bool:
