@@ -183,13 +183,17 @@ class WorkerState:
     started_at: datetime
     heartbeat_age: float  # seconds since its last heartbeat
     loop_age: float | None  # seconds since its claim loop last ran (None: not reported yet)
+    heartbeat_at: datetime | None = None
+    queues: tuple[str, ...] | None = None  # None: every queue
 
 
 _WORKERS = """
 SELECT worker_id, hostname, pid, concurrency,
        least(greatest(started_at, '0001-01-02 00:00+00'), '9999-12-30 00:00+00'),
        extract(epoch FROM now()) - extract(epoch FROM heartbeat_at),
-       extract(epoch FROM now()) - extract(epoch FROM loop_at)
+       extract(epoch FROM now()) - extract(epoch FROM loop_at),
+       least(greatest(heartbeat_at, '0001-01-02 00:00+00'), '9999-12-30 00:00+00'),
+       queues
 FROM pqjobs_worker ORDER BY worker_id
 """
 
@@ -205,9 +209,18 @@ def workers(alias: str | None = None) -> list[WorkerState]:
             r[4],
             max(0.0, float(r[5])),
             None if r[6] is None else max(0.0, float(r[6])),
+            r[7],
+            _queue_names(r[8]),
         )
         for r in _read(alias, _WORKERS, [])
     ]
+
+
+def _queue_names(value: Any) -> tuple[str, ...] | None:
+    """The worker's queues column (jsonb: raw cursors may return it as text)."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    return tuple(str(name) for name in value) if value else None
 
 
 def live_after() -> float:
@@ -216,6 +229,8 @@ def live_after() -> float:
 
 
 def is_live(worker: WorkerState, max_age: float | None = None) -> bool:
+    """Whether ``worker`` heartbeated within ``max_age`` seconds (default
+    :func:`live_after`): what ``jobs_health``, the health view and the dashboard call live."""
     return worker.heartbeat_age <= (live_after() if max_age is None else max_age)
 
 

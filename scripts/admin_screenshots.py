@@ -32,7 +32,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from django_pqjobs import JobContext, PermanentError, enqueue_job, job  # noqa: E402
+from django_pqjobs import JobContext, PermanentError, enqueue_job, flow, job  # noqa: E402
 from django_pqjobs.models import Job  # noqa: E402
 from django_pqjobs.worker.worker import Worker  # noqa: E402
 
@@ -140,6 +140,8 @@ def run_real_jobs() -> tuple[Worker, dict[str, int]]:
         if time.monotonic() > deadline:
             raise SystemExit("the demo jobs did not fail in time")
         time.sleep(0.2)
+    # The pages as the guide shows them: a paused queue (its banner, its Resume button).
+    flow.pause_queue("emails", by="admin")
     ids["indexing"] = enqueue_job("search.reindex_product", {"region": "eu", "products": 400})
     while not (Job.objects.get(pk=ids["indexing"]).progress or {}).get("done"):
         time.sleep(0.2)

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from .. import monitoring
 from ..clock import database_now
 from ..conf import conf
-from .display import moment
+from .display import absolute, moment
 
 _PER_MINUTE = """
 SELECT date_trunc('minute', finished_at) AS minute,
@@ -60,13 +61,9 @@ UNION ALL
 SELECT 'running', queue, count(*), NULL FROM pqjobs_job WHERE status = 'running' GROUP BY queue
 ORDER BY 2, 1
 """
-_WORKERS = """
-SELECT w.worker_id, w.hostname, w.pid, w.concurrency, w.queues, w.heartbeat_at,
-       (SELECT count(*) FROM pqjobs_job j WHERE j.status = 'running'
-                                           AND j.locked_by = w.worker_id)
-FROM pqjobs_worker w
-WHERE w.heartbeat_at > now() - make_interval(secs => %s)
-ORDER BY w.worker_id
+# Through the partial index on running jobs.
+_RUNNING_BY_WORKER = """
+SELECT locked_by, count(*) FROM pqjobs_job WHERE status = 'running' GROUP BY locked_by
 """
 
 
@@ -91,6 +88,11 @@ class Dashboard:
         return throughput_svg(self.per_minute)
 
     @property
+    def time_zone(self) -> str:
+        """The name of the time zone the chart's axis is in (the admin's)."""
+        return timezone.localtime(self.now).strftime("%Z")
+
+    @property
     def chart_totals(self) -> tuple[int, int, int]:
         """Done, failed and retried in the chart's hour."""
         return (
@@ -104,13 +106,6 @@ def _rows(sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
     with connections[conf.DATABASE].cursor() as cursor:
         cursor.execute(sql, params or [])
         return list(cursor.fetchall())
-
-
-def _queue_names(value: Any) -> list[str]:
-    """The worker's queues column: raw cursors return jsonb as text; null means all."""
-    if isinstance(value, str):
-        value = json.loads(value)
-    return [str(name) for name in value or []]
 
 
 def active_queues() -> list[str]:
@@ -155,20 +150,24 @@ def collect(paused_queues: frozenset[str] = frozenset()) -> Dashboard:
         }
         for job_type, counts in sorted(per_type.items(), key=lambda i: (-i[1]["failed"], i[0]))
     ]
-    workers = [
-        {
-            "worker_id": w,
-            "hostname": h,
-            "pid": pid,
-            "concurrency": c,
-            "queues": ", ".join(_queue_names(q)) or "all",
-            "heartbeat_at": hb,
-            "heartbeat_shown": moment(hb),
-            "heartbeat_age": max(0.0, (now - hb).total_seconds()),
-            "running": running,
-        }
-        for w, h, pid, c, q, hb, running in _rows(_WORKERS, [conf.STALE_TIMEOUT])
-    ]
+    running = dict(_rows(_RUNNING_BY_WORKER))
+    # Live ones first; a stale one is judged by the rule jobs_health uses.
+    workers = sorted(
+        (
+            {
+                "worker_id": w.worker_id,
+                "hostname": w.hostname,
+                "pid": w.pid,
+                "concurrency": w.concurrency,
+                "queues": ", ".join(w.queues or ()) or "all",
+                "heartbeat_shown": _age(w.heartbeat_at, w.heartbeat_age),
+                "live": monitoring.is_live(w),
+                "running": running.get(w.worker_id, 0),
+            }
+            for w in monitoring.workers(conf.DATABASE)
+        ),
+        key=lambda w: not w["live"],
+    )
     return Dashboard(
         now,
         active,
@@ -180,9 +179,22 @@ def collect(paused_queues: frozenset[str] = frozenset()) -> Dashboard:
     )
 
 
+def _age(moment: datetime | None, seconds: float) -> SafeString:
+    """``8 s ago``, the time itself on hover."""
+    if moment is None:
+        return format_html("{} s ago", f"{seconds:.0f}")
+    return format_html(
+        '<time datetime="{}" title="{}">{} s ago</time>',
+        moment.isoformat(),
+        absolute(moment),
+        f"{seconds:.0f}",
+    )
+
+
 # The chart takes the admin's colours (light and dark themes) where it can.
 _CHART_BACKGROUND = "fill: var(--darkened-bg, #f7fafc)"
 _CHART_TEXT = "fill: var(--body-quiet-color, #4a5568)"
+_CHART_LINE = "stroke: var(--body-quiet-color, #4a5568)"
 DONE_COLOUR = "#2f855a"
 FAILED_COLOUR = "#c53030"
 RETRIED_COLOUR = "#dd6b20"
@@ -190,29 +202,38 @@ RETRIED_COLOUR = "#dd6b20"
 
 def throughput_svg(per_minute: list[tuple[datetime, int, int, int]]) -> SafeString:
     """Bars per minute: done (green) under failed jobs (red) under failed attempts that were
-    retried (orange). Each job that failed counts once. Scales down to narrow screens."""
-    width, height, pad = 600, 120, 20
+    retried (orange). Each job that failed counts once. Under them a time axis, a tick every
+    ten minutes, in the admin's time zone. Scales down to narrow screens."""
+    width, bars_height, pad, axis_height = 600, 120, 20, 16
+    height = bars_height + axis_height
     peak = max((done + failed + retried for _, done, failed, retried in per_minute), default=0)
-    scale = (height - pad) / peak if peak else 0
+    scale = (bars_height - pad) / peak if peak else 0
     bar = width / max(len(per_minute), 1)
     shapes = []
+    ticks = []
     for n, (minute, done, failed, retried) in enumerate(per_minute):
         x = n * bar
+        local = timezone.localtime(minute)
         ok_h, failed_h, retried_h = done * scale, failed * scale, retried * scale
-        title = f"{minute:%H:%M}: {done} done, {failed} failed, {retried} retried"
+        title = f"{local:%H:%M}: {done} done, {failed} failed, {retried} retried"
         shapes.append(
             (
                 f"{x:.1f}",
                 f"{bar - 1:.1f}",
-                f"{height - ok_h:.1f}",
+                f"{bars_height - ok_h:.1f}",
                 f"{ok_h:.1f}",
-                f"{height - ok_h - failed_h:.1f}",
+                f"{bars_height - ok_h - failed_h:.1f}",
                 f"{failed_h:.1f}",
-                f"{height - ok_h - failed_h - retried_h:.1f}",
+                f"{bars_height - ok_h - failed_h - retried_h:.1f}",
                 f"{retried_h:.1f}",
                 title,
             )
         )
+        if local.minute % 10 == 0:
+            middle = x + bar / 2
+            # the labels at the ends stay inside the chart
+            anchor = "start" if middle < 20 else "end" if middle > width - 20 else "middle"
+            ticks.append((f"{middle:.1f}", bars_height, bars_height + 3, anchor, f"{local:%H:%M}"))
     bars = format_html_join(
         "",
         "<g><title>{8}</title>"
@@ -221,11 +242,19 @@ def throughput_svg(per_minute: list[tuple[datetime, int, int, int]]) -> SafeStri
         '<rect x="{0}" y="{6}" width="{1}" height="{7}" fill="' + RETRIED_COLOUR + '"/></g>',
         shapes,
     )
+    axis = format_html_join(
+        "",
+        '<line x1="{0}" x2="{0}" y1="{1}" y2="{2}" style="' + _CHART_LINE + '"/>'
+        '<text x="{0}" y="' + str(height - 2) + '" text-anchor="{3}">{4}</text>',
+        ticks,
+    )
     return format_html(
         '<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" '
         'style="max-width:100%;height:auto" class="pqjobs-chart" '
         'role="img" aria-label="jobs finished per minute, last hour">'
         '<rect width="100%" height="100%" style="{}"/>{}'
+        '<g class="pqjobs-chart-axis" font-size="10" style="{}">'
+        '<line x1="0" x2="{}" y1="{}" y2="{}" style="{}"/>{}</g>'
         '<text x="4" y="12" font-size="10" style="{}">peak {} / min</text></svg>',
         width,
         height,
@@ -233,6 +262,12 @@ def throughput_svg(per_minute: list[tuple[datetime, int, int, int]]) -> SafeStri
         height,
         _CHART_BACKGROUND,
         bars,
+        _CHART_TEXT,
+        width,
+        bars_height,
+        bars_height,
+        _CHART_LINE,
+        axis,
         _CHART_TEXT,
         peak,
     )

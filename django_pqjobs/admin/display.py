@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -128,18 +129,74 @@ def first_line(text: str, limit: int = 120) -> str:
     lines = [line for line in (text or "").strip().splitlines() if line.strip()]
     if not lines:
         return ""
-    line = lines[-1] if lines[0].startswith("Traceback") else lines[0]
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return _cut(lines[-1] if lines[0].startswith("Traceback") else lines[0], limit)
 
 
-def error_summary(head: str | None, tail: str | None, limit: int = 120) -> str:
-    """:func:`first_line` of an error known by its first and last few hundred characters."""
+def error_summary(head: str | None, tail: str | None, limit: int = 120) -> SafeString | str:
+    """One line of an error known by its first and last few hundred characters: the first
+    line of a message, or the exception a traceback ends with (see :func:`headline`)."""
     head = head or ""
-    if head.lstrip().startswith("Traceback"):
-        lines = [line for line in (tail or "").splitlines() if line.strip()]
-        line = lines[-1].strip() if lines else ""
-        return line if len(line) <= limit else line[: limit - 1] + "…"
-    return first_line(head, limit)
+    if not head.lstrip().startswith("Traceback"):
+        return first_line(head, limit)
+    raised = raised_error(tail or "")
+    if raised.error_type:
+        return headline(raised, limit)
+    # the tail does not reach back to the last frame: its last line
+    lines = [line for line in (tail or "").splitlines() if line.strip()]
+    return _cut(lines[-1].strip() if lines else "", limit)
+
+
+_FRAME = re.compile(r'\s*File "(?P<file>[^"\n]*)", line (?P<line>\d+), in (?P<function>.+)')
+_EXCEPTION_NAME = re.compile(r"[A-Za-z_][\w.]*")
+ERROR_MESSAGE_CHARS = 500
+
+
+@dataclass(frozen=True)
+class RaisedError:
+    """The exception an error text (a traceback, or a message alone) ends with."""
+
+    error_type: str  # as the traceback names it; "" when the text does not say
+    message: str
+    where: str  # 'in charge, "billing/jobs.py", line 12': its last frame ("" if none)
+
+
+def raised_error(text: str, limit: int = ERROR_MESSAGE_CHARS) -> RaisedError:
+    """What a job's last error says at its end: the exception, its message (up to
+    ``limit`` characters) and the frame that raised it. A text without a traceback (a
+    timeout, an unknown job type) is all message."""
+    lines = text.strip("\n").splitlines()
+    frames = [n for n, line in enumerate(lines) if _FRAME.fullmatch(line)]
+    if not frames:
+        return RaisedError("", _cut(text.strip(), limit), "")
+    frame = _FRAME.fullmatch(lines[frames[-1]])
+    assert frame is not None
+    # After the frame: its source line and markers (indented), then the exception.
+    rest = lines[frames[-1] + 1 :]
+    while rest and (not rest[0].strip() or rest[0][:1].isspace()):
+        rest = rest[1:]
+    header = rest[0] if rest else ""
+    name, _, message = header.partition(":")
+    if not _EXCEPTION_NAME.fullmatch(name):
+        name, message = "", header
+    message = "\n".join([message.strip(), *rest[1:]]).strip()
+    where = f'in {frame["function"]}, "{frame["file"]}", line {frame["line"]}'
+    return RaisedError(name, _cut(message, limit), where)
+
+
+def headline(raised: RaisedError, limit: int = 120) -> SafeString | str:
+    """``PermanentError: card declined``: the exception by its class alone and the first
+    line of its message, the whole ``django_pqjobs.errors.PermanentError`` on hover. A
+    narrow column then wraps between words, not inside a module path."""
+    name = raised.error_type.rpartition(".")[2]
+    first = next((line.strip() for line in raised.message.splitlines() if line.strip()), "")
+    line = _cut(f"{name}: {first}" if first else name, limit)
+    if name == raised.error_type:
+        return line
+    return format_html('<span title="{}">{}</span>', raised.error_type, line)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def pretty_json(value: Any) -> SafeString:

@@ -2,8 +2,9 @@
 
 A payload or a result can be megabytes, an error or a traceback typed in by SQL as long as
 you like, and a job can have thousands of failed attempts. The job list never reads the
-payload, the result, the progress or the error: it reads a few hundred characters of the
-error and of the progress. The job page reads at most ``SHOWN_CHARS`` of the payload and
+result, the progress or the error: it reads a few hundred characters of the error and of
+the progress; of the payloads only those of task jobs stored in at most ``TASK_CALL_BYTES``
+(to show the task's call). The job page reads at most ``SHOWN_CHARS`` of the payload and
 the result (and their full length, to say how much it leaves out), the last
 ``SHOWN_TRACEBACK_CHARS`` of each traceback, and the latest ``SHOWN_ATTEMPTS`` attempts.
 Without permission to see a job's data (``PQJOBS['ADMIN_DATA_PERMISSION']``) none of it is
@@ -16,18 +17,32 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connections
-from django.db.models import Count, QuerySet, Window
+from django.db.models import (
+    Case,
+    Count,
+    F,
+    Func,
+    IntegerField,
+    Q,
+    QuerySet,
+    TextField,
+    When,
+    Window,
+)
 from django.db.models.fields.json import KT
-from django.db.models.functions import Left, Length, Right
+from django.db.models.functions import Cast, Left, Length, Right
+from django.db.models.lookups import LessThanOrEqual
 
 from .. import audit
 from ..models import Job, JobAttempt
 from ..serialization import ERROR_TEXT_LIMIT
+from ..tasks.payload import BACKEND_KEY
 
 SHOWN_CHARS = 64 * 1024
 SHOWN_TRACEBACK_CHARS = ERROR_TEXT_LIMIT
 SHOWN_ATTEMPTS = 20
 ERROR_SUMMARY_CHARS = 400
+TASK_CALL_BYTES = 2048
 PROGRESS_NUMBER_CHARS = 40
 PROGRESS_MESSAGE_CHARS = 200
 # Columns of a job that only the excerpts below read.
@@ -52,7 +67,8 @@ class Excerpt:
 
 def list_rows(queryset: QuerySet[Job], show_data: bool) -> QuerySet[Job]:
     """The list's rows: no big column, but the start and end of the error (for its summary
-    line) and the progress numbers and message, each cut short."""
+    line), the progress numbers and message, each cut short, and a task's call from a small
+    payload (see :func:`task_call_payload`)."""
     columns: dict[str, Any] = {
         "progress_done": Left(KT("progress__done"), PROGRESS_NUMBER_CHARS),
         "progress_total": Left(KT("progress__total"), PROGRESS_NUMBER_CHARS),
@@ -61,7 +77,22 @@ def list_rows(queryset: QuerySet[Job], show_data: bool) -> QuerySet[Job]:
         columns["error_head"] = Left("last_error", ERROR_SUMMARY_CHARS)
         columns["error_tail"] = Right("last_error", ERROR_SUMMARY_CHARS)
         columns["progress_message"] = Left(KT("progress__message"), PROGRESS_MESSAGE_CHARS)
+        columns["task_payload"] = task_call_payload()
     return queryset.defer(*BIG_COLUMNS).annotate(**columns)
+
+
+def task_call_payload() -> Case:
+    """The payload as text, of a task job whose payload is stored in at most
+    ``TASK_CALL_BYTES`` (NULL for any other): what the list needs to show the task's call.
+    Its stored size is read first, from the value's header, so a big payload is never
+    read, nor decompressed."""
+    stored_bytes = Func(F("payload"), function="pg_column_size", output_field=IntegerField())
+    return Case(
+        When(
+            LessThanOrEqual(stored_bytes, TASK_CALL_BYTES),
+            then=Case(When(Q(payload__has_key=BACKEND_KEY), then=Cast("payload", TextField()))),
+        )
+    )
 
 
 def progress_of(job: Job) -> dict[str, Any] | None:

@@ -25,6 +25,7 @@ from ..options import EARLIEST_RUN_AFTER as EARLIEST
 from ..options import LATEST_RUN_AFTER as LATEST
 from ..registry import registry
 from ..statuses import FINISHED_STATUSES, JobStatus
+from ..tasks.loader import configured_queues
 from .changelist import RefusedQuery
 from .search import whole_number
 
@@ -48,9 +49,11 @@ def distinct_job_types() -> list[str]:
 
 
 def known_queues() -> list[str]:
-    """Queues from the configuration: no index on queue, so no scan for its values."""
+    """Queues from the configuration (``PQJOBS``, the job types, ``TASKS``): no index on
+    queue, so no scan for its values."""
     names = {conf.DEFAULT_QUEUE, *(conf.QUEUES or [])}
     names.update(t.queue for t in registry.all() if t.queue)
+    names.update(configured_queues())
     return sorted(names)
 
 

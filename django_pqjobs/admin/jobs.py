@@ -5,11 +5,11 @@ Every action is an operator action of ``operations.py``: one conditional stateme
 state machine (``transitions/``), so it never overwrites what a worker did meanwhile, and
 a row of the audit trail under the user's name. Jobs in a status the action does not apply
 to are reported as skipped. Nothing else writes a job: the job page is read-only and refuses
-POST. The list is guarded (``changelist.py``), reads no payload or result, and the job page
-reads only excerpts of them (``excerpts.py``); who sees that data at all is
-``PQJOBS['ADMIN_DATA_PERMISSION']``. The job page links the job's batch, the batch it is a
-callback of, its dependencies and its dependents (``composition.py``), and the list filters
-by each of them.
+POST. The list is guarded (``changelist.py``), reads no result and no payload but a small
+task's (its call), and the job page reads only excerpts of them (``excerpts.py``); who sees
+that data at all is ``PQJOBS['ADMIN_DATA_PERMISSION']``. The job page links the job's
+batch, the batch it is a callback of, its dependencies and its dependents
+(``composition.py``), and the list filters by each of them.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
-from .. import flow, operations
+from .. import flow, monitoring, operations
 from ..conf import conf
 from ..models import Job, JobAttempt, WorkerRecord
 from ..serialization import from_json
@@ -49,6 +49,8 @@ from .filters import (
 )
 from .pagination import EstimatedCountPaginator
 from .search import HELP_TEXT, job_search
+
+TASK_CALL_CHARS = 80  # of a task's call in the list
 
 
 def shows_data(request: HttpRequest) -> bool:
@@ -147,7 +149,7 @@ class JobAdmin(GuardedListAdmin):
             },
         ),
         ("Timeline", {"fields": ["timeline"]}),
-        ("Errors", {"fields": ["last_error_type", "attempt_table", "tracebacks"]}),
+        ("Errors", {"fields": ["attempt_table", "tracebacks"]}),
     ]
     # The job's batch and dependencies: a fieldset shown only with the rows that apply.
     composition_fields = ["member_of", "callback_of_batch", "dependency_links", "dependent_links"]
@@ -181,6 +183,11 @@ class JobAdmin(GuardedListAdmin):
             for name, spec in self.fieldsets:
                 names = [hidden.get(str(f), str(f)) for f in spec["fields"]]
                 fieldsets.append((name, {**spec, "fields": [f for f in names if f]}))
+        if _has_error(obj):
+            first = fieldsets[0][1]["fields"]
+            at = first.index("status_detail") + 1
+            fields = [*first[:at], "last_error_summary", *first[at:]]
+            fieldsets[0] = (fieldsets[0][0], {**fieldsets[0][1], "fields": fields})
         composed = self._composition_fields(obj)
         if composed:
             fieldsets.insert(1, ("Batch and dependencies", {"fields": composed}))
@@ -279,10 +286,12 @@ class JobAdmin(GuardedListAdmin):
 
     @admin.display(description="job type", ordering="job_type")
     def job_type_cell(self, job: Job) -> SafeString:
+        """The job type (a task's path), a task's call under it, then the queue."""
         priority = f" · priority {job.priority}" if job.priority else ""
         return format_html(
-            '{}<span class="pqjobs-sub">{}{}</span>',
+            '{}{}<span class="pqjobs-sub">{}{}</span>',
             display.breakable(job.job_type),
+            _task_call(job),
             job.queue,
             priority,
         )
@@ -332,7 +341,7 @@ class JobAdmin(GuardedListAdmin):
         return display.duration(job.duration_ms)
 
     @admin.display(description="last error")
-    def error(self, job: Job) -> str:
+    def error(self, job: Job) -> SafeString | str:
         return display.error_summary(
             getattr(job, "error_head", None), getattr(job, "error_tail", None)
         )
@@ -397,12 +406,30 @@ class JobAdmin(GuardedListAdmin):
     def cancel_requested(self, job: Job) -> SafeString | str:
         return display.moment(job.cancel_requested_at)
 
-    @admin.display(description="error type")
-    def last_error_type(self, job: Job) -> str:
-        # A job that ended done succeeded: errors of earlier attempts are in the history.
-        if job.status == "done":
-            return "-"
-        return job.error_type or "-"
+    @admin.display(description="last error")
+    def last_error_summary(self, job: Job) -> SafeString:
+        """The exception, its message and where it was raised, on the job page's first
+        screen (the message only with ``ADMIN_DATA_PERMISSION``); the tracebacks are under
+        Errors."""
+        page = excerpts.page_of(job)
+        if not page.show_data:
+            return format_html(
+                '<strong>{}</strong><span class="pqjobs-sub">its message and traceback need '
+                "the permission {}</span>",
+                job.error_type or "error",
+                repr(conf.ADMIN_DATA_PERMISSION),
+            )
+        raised = display.raised_error(page.last_error.text if page.last_error else "")
+        where = [raised.where] if raised.where else []
+        return format_html(
+            '<div class="pqjobs-error"><strong>{}</strong>{}<span class="pqjobs-sub">{}'
+            '<a href="#pqjobs-tracebacks">traceback below</a></span></div>',
+            job.error_type or raised.error_type or "error",
+            format_html(': <span class="pqjobs-error-message">{}</span>', raised.message)
+            if raised.message
+            else "",
+            "".join(f"{part} · " for part in [*where, f"attempt {job.attempts}"]),
+        )
 
     @admin.display(description="payload")
     def payload_pretty(self, job: Job) -> SafeString | str:
@@ -529,9 +556,9 @@ class JobAdmin(GuardedListAdmin):
             error = page.last_error
             if job.status == "done" or error is None or not error.length:
                 return "-"
-            return display.text_tail(error)
+            return format_html('<div id="pqjobs-tracebacks">{}</div>', display.text_tail(error))
         return format_html(
-            "{}{}",
+            '<div id="pqjobs-tracebacks">{}{}</div>',
             _earlier(page),
             format_html_join(
                 "",
@@ -817,6 +844,7 @@ class JobAdmin(GuardedListAdmin):
             "can_change": self.has_change_permission(request),
             "pause_kinds": list(flowcontrol.KINDS.items()),
             "stale_timeout": conf.STALE_TIMEOUT,
+            "live_after": monitoring.live_after(),
         }
         return TemplateResponse(request, "admin/django_pqjobs/job/dashboard.html", context)
 
@@ -833,6 +861,28 @@ class JobAdmin(GuardedListAdmin):
         text, level = flowcontrol.pause_or_resume(request, verb == "pause", actions.actor(request))
         self.message_user(request, text, level)
         return HttpResponseRedirect(reverse("admin:django_pqjobs_job_dashboard"))
+
+
+def _task_call(job: Job) -> SafeString | str:
+    """``send_receipt(42, to="a@example.com")`` for a task job whose payload the list read
+    (see ``excerpts.task_call_payload``), else nothing."""
+    text = getattr(job, "task_payload", None)
+    if not text:
+        return ""
+    try:
+        call = describe_call(job.job_type, from_json(text), limit=TASK_CALL_CHARS)
+    except (ValueError, RecursionError):
+        return ""  # not JSON this page can parse
+    return format_html('<span class="pqjobs-sub pqjobs-call">{}</span>', call) if call else ""
+
+
+def _has_error(job: Any) -> bool:
+    """Whether the job page shows the job's last error on its first screen. A job that
+    ended done succeeded: the errors of its earlier attempts are in its history."""
+    if not isinstance(job, Job) or job.status == "done":
+        return False
+    error = excerpts.page_of(job).last_error
+    return bool(job.error_type or (error is not None and error.length))
 
 
 def _waiting_for(count: int) -> str:

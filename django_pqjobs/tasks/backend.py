@@ -28,12 +28,11 @@ from .arguments import normalize_arguments
 from .binding import bound_task
 from .checks import backend_checks
 from .errors import TaskNotLoadable
-from .loader import load_task
+from .loader import load_task, queues_of
 from .options import parse_backend_options
 from .runner import check_importable, ensure_registered
 from .sending import observed, send
 
-DEFAULT_QUEUE_NAME = "default"
 _MAX_JOB_ID = 2**63 - 1
 
 
@@ -71,7 +70,7 @@ class PQJobsBackend(_FrameworkBackend):
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         self.family = families.creating_backend()
         self.alias = alias
-        self.queues = set(params.get("QUEUES", [DEFAULT_QUEUE_NAME]))
+        self.queues = queues_of(params)
         self.options = params.get("OPTIONS", {})
         try:
             self.defaults = parse_backend_options(self.options, alias)

@@ -82,6 +82,29 @@ def load_task(name: str) -> Any:
     return found
 
 
+DEFAULT_QUEUE_NAME = "default"
+
+
+def queues_of(params: dict[str, Any]) -> set[str]:
+    """The queues a ``TASKS`` entry's tasks may use: its ``QUEUES`` (the framework's
+    default: ``["default"]``; an empty list allows any)."""
+    return {str(name) for name in params.get("QUEUES", [DEFAULT_QUEUE_NAME])}
+
+
+def configured_queues() -> set[str]:
+    """Every queue named by the ``TASKS`` entries of this backend (for the admin's queue
+    filter: tasks enqueue there whether or not a job is there yet)."""
+    tasks = getattr(settings, "TASKS", None)
+    if not isinstance(tasks, dict):
+        return set()
+    return {
+        name
+        for alias, params in tasks.items()
+        if isinstance(params, dict) and uses_this_backend(alias)
+        for name in queues_of(params)
+    }
+
+
 def uses_this_backend(alias: str) -> bool:
     """Whether ``TASKS[alias]`` is django-pqjobs's backend (or a subclass of it)."""
     params = (getattr(settings, "TASKS", None) or {}).get(alias)

@@ -605,15 +605,21 @@ class Worker:
         for service in services:
             if service is not None:
                 service.stop()
+        # The record goes as soon as no heartbeat can write it back, not after the listener,
+        # which notices the stop within a second: the process may not have that second
+        # (runserver's autoreloader kills its child 0.25 s after Ctrl-C, an embedded
+        # worker's process is on its way out), and a record left behind looks like a worker.
+        if self.maintenance is not None:
+            self.maintenance.join(timeout=5)
+        try:
+            unregister_worker(self.alias, self.worker_id)
+        except DatabaseError:
+            logger.warning("could not remove worker record %s", self.worker_id, exc_info=True)
         for service in services:
             if service is not None:
                 service.join(timeout=5)
         if self.reporter is not None:
             self.reporter.final_report()
-        try:
-            unregister_worker(self.alias, self.worker_id)
-        except DatabaseError:
-            logger.warning("could not remove worker record %s", self.worker_id, exc_info=True)
         connections.close_all()
 
     def _release_unstarted(self) -> None:

@@ -47,7 +47,7 @@ def import_contacts(ctx: JobContext) -> None:
 @job("order_stats")
 def order_stats(ctx: JobContext) -> dict:
     """A recurring job: the schedule 'order-stats' in PQJOBS["SCHEDULES"] (config/settings.py)
-    enqueues it every few seconds. Counts the orders and the receipts sent so far."""
+    enqueues it every minute. Counts the orders and the receipts sent so far."""
     orders = Order.objects.all()
     return {
         "orders": orders.count(),

@@ -1,6 +1,7 @@
 """The operator console in a real browser: log in, filter to failed jobs, retry one from its
 page, see it done once a worker ran it; the job list at laptop width and on a phone; the
-dashboard in dark mode and on a phone; a batch's page, its failed member and back.
+dashboard in dark mode and on a phone, and its worker table; a failed job's first screen; a
+batch's page, its failed member and back.
 
 ``PQJOBS_SCREENSHOTS=<directory>`` keeps screenshots of the batch pages there.
 
@@ -14,14 +15,16 @@ from __future__ import annotations
 import importlib
 import os
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
 from django.db.models.functions import Now
+from django.utils import timezone
 
 from django_pqjobs import batch, enqueue_job
-from django_pqjobs.models import Job, JobAttempt
+from django_pqjobs.models import Job, JobAttempt, WorkerRecord
 from django_pqjobs.testing import drain
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -182,6 +185,24 @@ def logged_in_page(sync_api, playwright, tmp_path, live_server, **options):
 # Where an element is, and whether the list's table fits its box without sideways scrolling.
 _BOX = "e => { const r = e.getBoundingClientRect(); return [r.left, r.right, r.width]; }"
 _FITS = "e => e.scrollWidth <= e.clientWidth + 1"
+_TOP_BOTTOM = "e => { const r = e.getBoundingClientRect(); return [r.top, r.bottom]; }"
+_SHAPE = (
+    "e => { const s = getComputedStyle(e); return [s.borderRadius, s.fontSize, s.textTransform]; }"
+)
+# Whether every word of an element's text lies on one line (none is broken across two).
+_WORDS_UNBROKEN = """e => {
+  const walker = document.createTreeWalker(e, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (const word of node.data.matchAll(/\\S+/g)) {
+      const range = document.createRange();
+      range.setStart(node, word.index);
+      range.setEnd(node, word.index + word[0].length);
+      const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+      if (tops.size > 1) return false;
+    }
+  }
+  return true;
+}"""
 
 
 def test_the_error_column_is_visible_on_the_failed_filter_at_1280x800(
@@ -263,6 +284,83 @@ def test_the_dashboard_in_dark_mode_and_on_a_phone(sync_api, live_server, tmp_pa
             left, right, _ = chart.evaluate(_BOX)
             assert left >= 0 and right <= 390, (left, right)
             assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        finally:
+            context.close()
+
+
+def test_the_dashboards_worker_table_shows_text_not_markup(sync_api, live_server, tmp_path):
+    User.objects.create_user("oncall", password="pw-oncall", is_superuser=True, is_staff=True)
+    WorkerRecord.objects.create(
+        worker_id="web-1-4242-a1b2c3",
+        hostname="web-1",
+        pid=4242,
+        queues=["default", "emails"],
+        concurrency=4,
+        heartbeat_at=timezone.now() - timedelta(seconds=8),
+    )
+    with sync_api.sync_playwright() as playwright:
+        context, page = logged_in_page(
+            sync_api, playwright, tmp_path, live_server, viewport={"width": 1280, "height": 800}
+        )
+        try:
+            page.goto(f"{live_server.url}/admin/django_pqjobs/job/dashboard/")
+            row = page.locator("#pqjobs-workers tbody tr", has_text="web-1-4242-a1b2c3")
+            sync_api.expect(row).to_have_count(1)
+            text = row.inner_text()
+            assert '">' not in text and "<time" not in text, text
+            heartbeat = row.locator("td.pqjobs-heartbeat")
+            assert re.fullmatch(r"\d+ s ago", heartbeat.inner_text().strip()), text
+            # the time itself on hover
+            title = heartbeat.locator("time").get_attribute("title") or ""
+            assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", title), title
+        finally:
+            context.close()
+
+
+def test_a_failed_jobs_first_screen_shows_its_error(sync_api, live_server, tmp_path):
+    """At 1280x800 the job list names the exception by its class, unbroken, and the job
+    page shows the last error — type, message, where it was raised — without scrolling,
+    under action buttons styled alike (the disabled ones readable)."""
+    User.objects.create_user("oncall", password="pw-oncall", is_superuser=True, is_staff=True)
+    job_id = enqueue_job("tests.permanent", {"card": "4242"})
+    drain()
+    message = Job.objects.get(pk=job_id).last_error.rstrip().splitlines()[-1]
+    shots = os.environ.get("PQJOBS_SCREENSHOTS")
+    with sync_api.sync_playwright() as playwright:
+        context, page = logged_in_page(
+            sync_api, playwright, tmp_path, live_server, viewport={"width": 1280, "height": 800}
+        )
+        try:
+            expect = sync_api.expect
+            page.goto(f"{live_server.url}/admin/django_pqjobs/job/?status__exact=failed")
+            cell = page.locator("#result_list tbody tr").first.locator("td.field-error")
+            expect(cell).to_have_text(re.compile(r"^PermanentError: "))
+            assert "django_pqjobs.errors" not in cell.inner_text()
+            assert cell.evaluate(_WORDS_UNBROKEN), "a word of the error breaks across lines"
+            if shots:
+                page.screenshot(path=f"{shots}/failed-list.png")
+
+            cell.locator("xpath=..").get_by_role("link", name=str(job_id)).click()
+            expect(page.locator(".field-status_detail")).to_contain_text("failed")
+            # The error's message first appears within the first 800 px: no scrolling.
+            said = page.get_by_text(message.partition(": ")[2]).first
+            top, bottom = said.evaluate(_TOP_BOTTOM)
+            assert top > 0 and bottom <= 800, (top, bottom)
+            error = page.locator(".field-last_error_summary .pqjobs-error")
+            expect(error).to_contain_text(f"PermanentError: {message.partition(': ')[2]}")
+            expect(error).to_contain_text('tests/testapp/jobs.py", line ')  # where it was raised
+            assert error.evaluate(_TOP_BOTTOM)[1] <= 800
+            if shots:
+                page.screenshot(path=f"{shots}/failed-job.png")
+            # Retry (it applies) and Run now (it does not) are the same shape as History;
+            # the disabled one is readable, not faded out.
+            tools = page.locator(".object-tools")
+            retry = tools.get_by_role("button", name="Retry")
+            run_now = tools.get_by_role("button", name="Run now")
+            history = tools.get_by_role("link", name="History")
+            assert run_now.is_disabled() and retry.is_enabled()
+            assert retry.evaluate(_SHAPE) == history.evaluate(_SHAPE) == run_now.evaluate(_SHAPE)
+            assert run_now.evaluate("e => getComputedStyle(e).opacity") == "1"
         finally:
             context.close()
 

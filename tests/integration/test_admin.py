@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import threading
 from datetime import timedelta
 
 import pytest
@@ -9,12 +11,15 @@ from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
-from django_pqjobs import enqueue_job
+from django_pqjobs import enqueue_job, health, start_embedded_worker
 from django_pqjobs.clock import database_now
 from django_pqjobs.models import Job, JobAttempt, OperatorAction, WorkerRecord
+from django_pqjobs.worker import worker as worker_module
 from django_pqjobs.worker.claiming import claim_jobs
-from tests.helpers import make_user
+from django_pqjobs.worker.listener import Listener
+from tests.helpers import make_user, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -261,10 +266,8 @@ def test_dashboard_shows_depth_lag_throughput_failures_and_workers(operator):
     Job.objects.filter(pk=failed).update(status="failed", finished_at=now)
     WorkerRecord.objects.create(worker_id="host-1-abc", hostname="host", pid=1, concurrency=4)
     WorkerRecord.objects.create(worker_id="host-2-def", queues=["mail", "sms"])
-    WorkerRecord.objects.create(worker_id="host-3-old", heartbeat_at=now - timedelta(hours=1))
     page = operator.get(DASHBOARD).content.decode()
-    assert "<td>all</td>" in page and "<td>mail, sms</td>" in page and " s ago</td>" in page
-    assert "host-3-old" not in page  # stale: not live
+    assert "<td>all</td>" in page and "<td>mail, sms</td>" in page and " s ago</time>" in page
     assert "<svg" in page and "peak 2 / min" in page
     assert "emails" in page and "Queue lag" in page
     assert "tests.echo" in page and "50 %" in page
@@ -272,3 +275,146 @@ def test_dashboard_shows_depth_lag_throughput_failures_and_workers(operator):
     assert DASHBOARD in operator.get(CHANGELIST).content.decode()
     app_index = operator.get(reverse("admin:app_list", args=["django_pqjobs"])).content.decode()
     assert DASHBOARD in app_index
+
+
+def worker_rows(page: str) -> dict[str, str]:
+    """The dashboard's worker table: each worker's row as text, by worker id."""
+    table = re.search(r'<table id="pqjobs-workers">(.*?)</table>', page, re.S)
+    assert table is not None
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table.group(1), re.S)
+    texts = [" ".join(re.sub(r"<[^>]+>", " ", row).split()) for row in rows[1:]]
+    return {text.split()[0]: text for text in texts}
+
+
+def test_dashboard_shows_a_worker_stale_by_the_rule_jobs_health_uses(operator):
+    """Live while its heartbeat is at most three heartbeats old (30 s by default), stale
+    after, as jobs_health says, though its record stays until the stale timeout (20 min)."""
+    now = database_now("default")
+    WorkerRecord.objects.create(worker_id="live-1", heartbeat_at=now - timedelta(seconds=20))
+    WorkerRecord.objects.create(worker_id="gone-1", heartbeat_at=now - timedelta(seconds=66))
+    WorkerRecord.objects.create(worker_id="gone-2", heartbeat_at=now - timedelta(hours=1))
+    assert health.check_worker(worker_id="live-1").line.startswith("ok")
+    assert health.check_worker(worker_id="gone-1").line.startswith("stale")
+
+    page = operator.get(DASHBOARD).content.decode()
+    rows = worker_rows(page)
+    assert list(rows) == ["live-1", "gone-1", "gone-2"]  # the live ones first
+    assert rows["live-1"].startswith("live-1 live ")
+    assert rows["gone-1"].startswith("gone-1 stale ") and " 66 s ago " in rows["gone-1"]
+    assert rows["gone-2"].startswith("gone-2 stale ")
+    assert "at most 30 s old" in page
+
+
+def test_a_stopped_embedded_worker_leaves_the_dashboard_at_once(operator, monkeypatch):
+    """Its record goes as soon as no heartbeat can write it back, before the parts that are
+    slower to stop (here a listener that takes its time): runserver's autoreloader kills
+    its child 0.25 s after Ctrl-C, and a record left behind was listed as a live worker."""
+    listener_may_end = threading.Event()
+
+    class SlowListener(Listener):
+        def run(self) -> None:
+            super().run()
+            listener_may_end.wait(10)
+
+    monkeypatch.setattr(worker_module, "Listener", SlowListener)
+    worker = start_embedded_worker(concurrency=1, listen=True)
+    assert worker is not None and worker.thread is not None
+    try:
+        wait_for(lambda: worker.listener is not None and worker.listener.listening.is_set())
+        assert list(worker_rows(operator.get(DASHBOARD).content.decode())) == [worker.worker_id]
+        worker.stop()  # what the process's exit does (atexit)
+        wait_for(lambda: not WorkerRecord.objects.filter(worker_id=worker.worker_id).exists(), 3)
+        assert worker.listener.is_alive()  # it was not waited for
+        assert worker_rows(operator.get(DASHBOARD).content.decode()) == {
+            "No": "No worker is recorded: none is running, or each stopped and removed its record."
+        }
+    finally:
+        listener_may_end.set()
+        worker.stop()
+        worker.thread.join(15)
+    assert not worker.thread.is_alive()
+
+
+# --- a failed job's error, on the job page's first screen and in the list -------------------
+
+EVIL = "<img src=x onerror=alert(1)>"
+
+
+def failed_with_markup() -> int:
+    """A job that failed as the worker records it: the traceback, its error type."""
+    job_id = enqueue_job("tests.echo")
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/billing/jobs.py", line 12, in charge\n'
+        "    gateway.charge(card)\n"
+        "    ~~~~~~~~~~~~~~^^^^^^\n"
+        f"django_pqjobs.errors.PermanentError: card {EVIL} declined\n"
+    )
+    Job.objects.filter(pk=job_id).update(
+        status="failed", attempts=3, last_error=traceback, error_type="PermanentError"
+    )
+    return job_id
+
+
+def field_rows(page: str) -> list[str]:
+    """The job page's rows, by the name of their field, in order."""
+    return re.findall(r'<div class="form-row field-(\w+)', page)
+
+
+def test_a_failed_job_page_shows_its_last_error_first_escaped(operator):
+    job_id = failed_with_markup()
+    page = operator.get(change_url(job_id)).content.decode()
+    assert field_rows(page)[:3] == ["status_detail", "last_error_summary", "job_type"]
+    summary = re.search(r'<div class="pqjobs-error">(.*?)</div>', page, re.S)
+    assert summary is not None
+    text = " ".join(re.sub(r"<[^>]+>", " ", summary.group(1)).split())
+    assert text == (
+        "PermanentError : card &lt;img src=x onerror=alert(1)&gt; declined "
+        "in charge, &quot;/srv/app/billing/jobs.py&quot;, line 12 · attempt 3 · traceback below"
+    )
+    assert EVIL not in page
+    assert 'href="#pqjobs-tracebacks"' in page and 'id="pqjobs-tracebacks"' in page
+
+
+def test_a_job_without_an_error_has_no_last_error_row(operator):
+    job_id = enqueue_job("tests.echo")
+    assert "field-last_error_summary" not in operator.get(change_url(job_id)).content.decode()
+
+
+def test_without_the_data_permission_the_last_error_is_its_type(operator, settings):
+    settings.PQJOBS = {**settings.PQJOBS, "ADMIN_DATA_PERMISSION": "django_pqjobs.delete_job"}
+    job_id = failed_with_markup()
+    page = operator.get(change_url(job_id)).content.decode()
+    assert field_rows(page)[:2] == ["status_detail", "last_error_summary"]
+    assert "<strong>PermanentError</strong>" in page
+    assert "declined" not in page and "billing/jobs.py" not in page
+    assert "the permission &#x27;django_pqjobs.delete_job&#x27;" in page
+
+
+def test_the_list_names_the_exception_by_its_class(operator):
+    job_id = failed_with_markup()
+    page = operator.get(f"{CHANGELIST}?status__exact=failed").content.decode()
+    cell = re.search(r'<td class="field-error">(.*?)</td>', page, re.S)
+    assert cell is not None
+    assert cell.group(1) == (
+        '<span title="django_pqjobs.errors.PermanentError">'
+        "PermanentError: card &lt;img src=x onerror=alert(1)&gt; declined</span>"
+    )
+    assert change_url(job_id) in page and EVIL not in page
+
+
+def test_the_throughput_chart_has_a_time_axis(operator, settings):
+    """A tick every ten minutes of the hour, in the admin's time zone; the bars' titles in
+    it too."""
+    settings.TIME_ZONE = "Asia/Kathmandu"  # UTC+05:45: its ten minutes are not UTC's
+    done = enqueue_job("tests.noop")
+    Job.objects.filter(pk=done).update(status="done", finished_at=database_now("default"))
+    before = timezone.localtime()
+    page = operator.get(DASHBOARD).content.decode()
+    minutes = {f"{moment:%H:%M}" for moment in (before, timezone.localtime())}
+    chart = re.search(r'<svg [^>]*class="pqjobs-chart".*?</svg>', page, re.S)
+    assert chart is not None
+    labels = re.findall(r'<text x="[\d.]+" y="134" text-anchor="\w+">([^<]*)</text>', chart[0])
+    assert len(labels) == 6 and all(re.fullmatch(r"\d\d:\d0", label) for label in labels)
+    assert any(f"<title>{m}: 1 done, 0 failed, 0 retried</title>" in chart[0] for m in minutes)
+    assert "times in +0545" in page
