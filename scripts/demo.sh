@@ -25,6 +25,17 @@ fi
 export DATABASE_URL
 echo "==> database: $DATABASE_URL"
 MANAGE=("$PY" testproject/manage.py)
+if [ "$OWN_DATABASE" = 0 ]; then
+    # A DATABASE_URL that leads nowhere: one line, not migrate's traceback.
+    "${MANAGE[@]}" shell -v 0 -c "
+import sys
+from django_pqjobs import DatabaseNotReady, schema
+try:
+    schema.require_reachable('default')
+except DatabaseNotReady as exc:
+    sys.exit(f'error: {exc}; fix DATABASE_URL, or unset it: the demo then runs a PostgreSQL of its own')
+"
+fi
 "${MANAGE[@]}" migrate --verbosity 0
 DJANGO_SUPERUSER_PASSWORD=admin "${MANAGE[@]}" shell -v 0 -c "
 from django.contrib.auth import get_user_model

@@ -9,7 +9,6 @@ import sys
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
-from django.db import OperationalError
 
 from ... import options as job_options
 from ... import schema
@@ -90,7 +89,7 @@ class Command(PQJobsCommand):
         worker_id = options["worker_id"]
         if worker_id is not None and (not worker_id.strip() or len(worker_id) > 200):
             raise CommandError("--worker-id must be 1-200 characters")
-        _require_migrated(alias)
+        _require_ready(alias)
         _configure_logging(options["verbosity"])
         job_types = registry.all()
         names = ", ".join(t.name for t in job_types) or "(none: no jobs modules found)"
@@ -117,16 +116,17 @@ class Command(PQJobsCommand):
             sys.exit(code)
 
 
-def _require_migrated(alias: str) -> None:
-    """Stop with one line when the job tables are missing or behind this code: a worker
-    would otherwise log the same database error on every claim, for ever."""
+def _require_ready(alias: str) -> None:
+    """Stop with one line when the database cannot be reached at start (a wrong name or
+    password, a server that is not there) or its job tables are missing or behind this
+    code: a worker would otherwise log the same database error on every claim, for ever.
+    A database that goes away once the worker runs is an outage it rides out."""
     try:
         schema.require_postgresql(alias)
+        schema.require_reachable(alias)
         missing = schema.missing_migrations(alias)
     except DatabaseNotReady as exc:
         raise CommandError(str(exc)) from None
-    except OperationalError:
-        return  # the database is not reachable yet: the worker waits for it as it always does
     if missing:
         shown = ", ".join(missing[:3]) + (
             f" and {len(missing) - 3} more" if len(missing) > 3 else ""
