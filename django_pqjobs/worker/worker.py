@@ -20,6 +20,7 @@ from ..conf import conf
 from ..context import JobContext
 from ..models import Job
 from ..policies import DelaySequence
+from ..printable import counted
 from ..statuses import Recorded
 from ..transitions import Fence
 from .claiming import ClaimBatch, Undecodable, claim_jobs
@@ -217,11 +218,11 @@ class Worker:
             self._shutdown()
         counts = ", ".join(f"{n} {name}" for name, n in sorted(self.outcomes.items()))
         logger.info(
-            "worker %s stopped after %s attempts (%s); %s claims, %s of them empty",
+            "worker %s stopped after %s (%s); %s, %s of them empty",
             self.worker_id,
-            self.claimed_total,
+            counted(self.claimed_total, "attempt"),
             counts or "none",
-            self.claims,
+            counted(self.claims, "claim"),
             self.empty_claims,
             extra={
                 "worker_id": self.worker_id,
@@ -586,9 +587,9 @@ class Worker:
         self._give_up_at = deadline + 5
         if self.in_flight:
             logger.info(
-                "waiting up to %.0f s for %s running jobs",
+                "waiting up to %.0f s for %s",
                 self.shutdown_timeout,
-                len(self.in_flight),
+                counted(len(self.in_flight), "running job"),
             )
         while self.in_flight and time.monotonic() < deadline and self._signals_seen < 2:
             self._capacity.wait(0.1)
@@ -644,7 +645,9 @@ class Worker:
                 reset_connection(self.alias)
                 time.sleep(0.5 * (attempt + 1))
                 continue
-            logger.warning("released %s unfinished jobs back to ready: %s", len(released), released)
+            logger.warning(
+                "released %s back to ready: %s", counted(len(released), "unfinished job"), released
+            )
             given_back = set(released)
             for slot in slots:
                 if slot.fence.job_id in given_back:
@@ -652,7 +655,8 @@ class Worker:
                 self._recorded(slot, "released")
             return
         logger.error(
-            "could not release %s jobs; they will be rescued after the stale timeout", len(slots)
+            "could not release %s; they will be rescued after the stale timeout",
+            counted(len(slots), "job"),
         )
 
     def _install_signal_handlers(self) -> None:

@@ -59,14 +59,14 @@ def test_reap_stale_prints_by_verbosity():
 
     stale_running_jobs("default", "gone", 2)
     assert command_output("reap_stale", verbosity=1) == (
-        "rescued 2 stale job(s) (no heartbeat for 1200 s)\n"
+        "rescued 2 stale jobs (no heartbeat for 20 minutes)\n"
     )
 
     [third] = stale_running_jobs("default", "gone", 1)
     lines = command_output("reap_stale", verbosity=2).splitlines()
     assert lines == [
         f"job {third} tests.noop attempt 1 (worker gone) -> ready",
-        "rescued 1 stale job(s) (no heartbeat for 1200 s)",
+        "rescued 1 stale job (no heartbeat for 20 minutes)",
     ]
 
 
@@ -109,11 +109,11 @@ def test_prune_jobs_prints_by_verbosity():
         at=database_now("default") - timedelta(days=400)
     )
     assert command_output("prune_jobs", verbosity=1).splitlines() == [
-        "done: deleted 1 (older than 604800 s)",
-        "failed: deleted 0 (older than 2.592e+06 s)",
-        "cancelled: deleted 0 (older than 604800 s)",
+        "done: deleted 1 (older than 7 days)",
+        "failed: deleted 0 (older than 30 days)",
+        "cancelled: deleted 0 (older than 7 days)",
         "batches: deleted 0 (finished, no job left)",
-        "operator actions: deleted 1 (older than 3.1536e+07 s)",
+        "operator actions: deleted 1 (older than 365 days)",
     ]
     assert list(OperatorAction.objects.values_list("actor", flat=True)) == ["bob"]
 
@@ -197,3 +197,11 @@ def test_run_jobs_prints_nothing_at_verbosity_0():
         assert worker.wait(30) == 0
         assert worker.output() == ""
     assert Job.objects.get().status == "done"
+
+
+def test_run_jobs_counts_in_the_singular_and_the_plural():
+    enqueue_job("tests.noop")
+    with run_jobs("--max-jobs", "1") as worker:
+        assert worker.wait(30) == 0
+        output = worker.output()
+    assert "stopped after 1 attempt (1 done); 1 claim, 0 of them empty" in output

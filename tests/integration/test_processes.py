@@ -100,7 +100,7 @@ def test_reap_stale_command_rescues_on_demand():
     text = out.getvalue()
     assert f"job {ready_again} tests.sleep attempt 1 (worker gone) -> ready" in text
     assert f"job {used_up} tests.sleep attempt 1 (worker gone) -> failed" in text
-    assert "rescued 2 stale job(s)" in text
+    assert "rescued 2 stale jobs" in text
     assert Job.objects.get(pk=ready_again).status == "ready"
     assert Job.objects.get(pk=used_up).status == "failed"
 

@@ -12,7 +12,7 @@ from django.db.models.functions import Now
 
 from ... import operations
 from ...models import Job
-from ...printable import printable
+from ...printable import counted, printable
 from ._arguments import add_by, duration, positive_int, queue_name, who
 from ._base import PQJobsCommand
 
@@ -119,7 +119,7 @@ class Command(PQJobsCommand):
             done = "made due now"
         skipped = len(chosen) - changed
         tail = f"; {skipped} skipped (their status changed meanwhile)" if skipped else ""
-        self.summary(f"{changed} job(s) {done}{tail}")
+        self.summary(f"{counted(changed, 'job')} {done}{tail}")
 
     def detail_or_summary(self, line: str, acting: bool) -> None:
         """Listing is the point without an action; with one, the jobs are detail (-v 2)."""
@@ -152,12 +152,12 @@ class Command(PQJobsCommand):
     def _headline(
         self, total: int, shown: int, status: str, acting: bool, verb: str, dry_run: bool
     ) -> str:
-        what = {"failed": "failed", "cancelled": "cancelled", "retrying": "retrying"}[status]
+        matching = counted(total, f"{status} job") + (" matches" if total == 1 else " match")
         if not acting:
             more = f" (showing the newest {shown}; --limit to see more)" if shown < total else ""
-            return f"{total} {what} job(s) match{more}"
+            return f"{matching}{more}"
         prefix = "dry run: would " if dry_run else "about to "
-        return f"{total} {what} job(s) match; {prefix}{verb} {shown}"
+        return f"{matching}; {prefix}{verb} {shown}"
 
     def _line(self, job: Job, status: str) -> str:
         error = (job.last_error.strip().splitlines() or [job.error_type or "-"])[-1][:160]

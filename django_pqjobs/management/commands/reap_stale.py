@@ -7,7 +7,8 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from ...conf import conf
-from ...printable import printable
+from ...durations import in_words
+from ...printable import counted, printable
 from ...worker.housekeeping import reap_stale
 from ._arguments import duration
 from ._base import PQJobsCommand
@@ -42,4 +43,6 @@ class Command(PQJobsCommand):
                 f"job {job.job_id} {printable(job.job_type)} attempt {job.attempt} "
                 f"(worker {printable(job.worker_id)}) -> {job.status}"
             )
-        self.summary(f"rescued {len(rescued)} stale job(s) (no heartbeat for {stale:g} s)")
+        self.summary(
+            f"rescued {counted(len(rescued), 'stale job')} (no heartbeat for {in_words(stale)})"
+        )

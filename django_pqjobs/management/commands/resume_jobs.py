@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from ...printable import printable
+from ...printable import counted, printable
 from ._arguments import who
 from ._base import PQJobsCommand
 from ._pausing import add_targets, resume, targets
@@ -29,4 +29,7 @@ class Command(PQJobsCommand):
             if released is None:
                 self.summary(f"{kind} {printable(name)} was not paused")
             else:
-                self.summary(f"{kind} {printable(name)} resumed ({released} waiting jobs released)")
+                self.summary(
+                    f"{kind} {printable(name)} resumed ({counted(released, 'waiting job')} "
+                    "released)"
+                )
