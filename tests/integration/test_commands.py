@@ -205,3 +205,13 @@ def test_run_jobs_counts_in_the_singular_and_the_plural():
         assert worker.wait(30) == 0
         output = worker.output()
     assert "stopped after 1 attempt (1 done); 1 claim, 0 of them empty" in output
+
+
+def test_a_worker_of_a_project_with_only_tasks_says_it_runs_them():
+    with run_jobs("--burst", DJANGO_SETTINGS_MODULE="tests.settings_tasks_only") as worker:
+        assert worker.wait(30) == 0
+        first = worker.output().splitlines()[0]
+    assert first == (
+        "tasks: every @task enqueued through TASKS['default'] and TASKS['retrying'], each "
+        "imported from its app when its first job arrives"
+    )

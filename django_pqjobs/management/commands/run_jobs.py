@@ -16,6 +16,7 @@ from ...conf import conf
 from ...errors import DatabaseNotReady, InvalidJobOption
 from ...printable import printable
 from ...registry import JobType, registry
+from ...tasks.activation import backends
 from ._arguments import duration, positive_int, queue_name
 from ._base import PQJobsCommand
 
@@ -91,11 +92,7 @@ class Command(PQJobsCommand):
             raise CommandError("--worker-id must be 1-200 characters")
         _require_ready(alias)
         _configure_logging(options["verbosity"])
-        job_types = registry.all()
-        names = ", ".join(t.name for t in job_types) or "(none: no jobs modules found)"
-        self.summary(printable(f"job types: {names}"))
-        for job_type in job_types:
-            self.detail(printable(f"    {job_type.name}{_declared_options(job_type)}"))
+        self._say_what_it_runs()
         worker = Worker(
             concurrency=options["concurrency"],
             queues=options["queues"],
@@ -114,6 +111,25 @@ class Command(PQJobsCommand):
         code = worker.run()
         if code:
             sys.exit(code)
+
+    def _say_what_it_runs(self) -> None:
+        """The job types registered at start and, where ``TASKS`` uses this backend, that
+        tasks run too (a task's module is imported when its first job arrives)."""
+        job_types = registry.all()
+        task_backends = backends()
+        if job_types or not task_backends:
+            names = ", ".join(t.name for t in job_types) or "(none: no jobs modules found)"
+            self.summary(printable(f"job types: {names}"))
+        for job_type in job_types:
+            self.detail(printable(f"    {job_type.name}{_declared_options(job_type)}"))
+        if task_backends:
+            aliases = " and ".join(f"TASKS[{alias!r}]" for alias in task_backends)
+            self.summary(
+                printable(
+                    f"tasks: every @task enqueued through {aliases}, each imported from its "
+                    "app when its first job arrives"
+                )
+            )
 
 
 def _require_ready(alias: str) -> None:
