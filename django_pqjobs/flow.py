@@ -7,15 +7,20 @@ module is the operator's side: pausing, resuming, and a summary for the admin.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
 from django.db import connections, transaction
 
 from . import audit, keys, options, transitions
 from .audit import AuditAction
 from .conf import conf
 from .registry import registry
+from .tasks import activation
+from .tasks.errors import TaskNotLoadable
+from .tasks.loader import load_task
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,66 @@ def pause_job_type(name: str, *, by: str = "", using: str | None = None) -> bool
 def resume_job_type(name: str, *, by: str = "", using: str | None = None) -> int | None:
     """Like :func:`resume_queue`, for one job type."""
     return _resume("job_type", options.job_type_name(name), by, using)
+
+
+def known_queues() -> set[str]:
+    """The queues the code names: ``DEFAULT_QUEUE``, ``QUEUES``, the job types' and the
+    declared schedules' queues, and the ``QUEUES`` of this library's ``TASKS`` backends.
+    Raises ValueError when one of those settings is invalid."""
+    known = {conf.DEFAULT_QUEUE, *(conf.QUEUES or [])}
+    job_types = registry.all()
+    known.update(job_type.queue for job_type in job_types if job_type.queue)
+    specs = [*conf.SCHEDULES, *(t.schedule for t in job_types if t.schedule is not None)]
+    known.update(spec.queue for spec in specs if spec.queue)
+    for alias in activation.backends():
+        queues = settings.TASKS[alias].get("QUEUES")
+        known.update(str(queue) for queue in queues or [] if isinstance(queue, str))
+    return known
+
+
+def undeclared(kind: str, name: str, using: str | None = None) -> str | None:
+    """Why the queue or job type ``name`` looks like a typo, with the closest name the code
+    declares; None when something declares it (or, for a job type, jobs of it exist).
+
+    Pausing such a name still works (jobs enqueued under it by name wait); this is for a
+    warning. ``kind`` is ``"queue"`` or ``"job_type"``.
+    """
+    if kind == "queue":
+        try:
+            known = known_queues()
+        except ValueError:
+            return None  # a broken setting: the system checks say which
+        if name in known:
+            return None
+        what = (
+            f"the queue {name!r} is named by no job type, schedule, DEFAULT_QUEUE, QUEUES or "
+            "TASKS backend"
+        )
+    else:
+        if name in registry or _is_task(name) or _has_jobs(name, using):
+            return None
+        known = set(registry.names())
+        what = f"the job type {name!r} is declared by no @job or @task, and no job has it"
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return what + (f"; did you mean {close[0]!r}?" if close else "")
+
+
+def _is_task(name: str) -> bool:
+    """Whether ``name`` is the path of a task this library's Tasks backend runs."""
+    if not activation.backends():
+        return False
+    try:
+        load_task(name)
+    except TaskNotLoadable:
+        return False
+    return True
+
+
+def _has_jobs(job_type: str, using: str | None) -> bool:
+    with connections[using or conf.DATABASE].cursor() as cursor:
+        cursor.execute("SELECT EXISTS (SELECT 1 FROM pqjobs_job WHERE job_type = %s)", [job_type])
+        (found,) = cursor.fetchone()
+    return bool(found)
 
 
 def _pause(kind: str, name: str, by: str, using: str | None) -> bool:

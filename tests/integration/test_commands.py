@@ -10,14 +10,17 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from django_pqjobs import enqueue_job
+from django_pqjobs import enqueue_job, monitoring
+from django_pqjobs.flow import pause_queue, paused
 from django_pqjobs.models import Job, OperatorAction, Schedule
+from django_pqjobs.registry import registry
 from django_pqjobs.schedules.scheduler import database_now
 from django_pqjobs.worker.claiming import claim_jobs
 from tests.helpers import run_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "second"])
 
+TASKS_QUEUE = "tasks-only-queue"
 EVIL_NAME = "evil\x1b[2J\nforged line"
 EVIL_SHOWN = "evil\\x1b[2J\\nforged line"
 
@@ -174,6 +177,43 @@ def test_trigger_schedule_prints_by_verbosity_and_escapes_names():
     assert text.startswith(f"schedule '{EVIL_SHOWN}': enqueued job ")
 
 
+# --- pause_jobs and resume_jobs ---------------------------------------------------------
+
+
+def warnings_of(name: str, *args: str, verbosity: int = 1) -> list[str]:
+    err = StringIO()
+    call_command(name, *args, stdout=StringIO(), stderr=err, verbosity=verbosity)
+    return err.getvalue().splitlines()
+
+
+def test_pause_and_resume_warn_of_a_name_nothing_declares(settings, unknown_job_types_allowed):
+    backend = settings.TASKS["default"]
+    queues = [*backend["QUEUES"], TASKS_QUEUE]
+    settings.TASKS = {**settings.TASKS, "default": {**backend, "QUEUES": queues}}
+    assert warnings_of("pause_jobs", "-q", "emials", "-t", "tests.nooop") == [
+        "warning: the queue 'emials' is named by no job type, schedule, DEFAULT_QUEUE, QUEUES "
+        "or TASKS backend; did you mean 'emails'?",
+        "warning: the job type 'tests.nooop' is declared by no @job or @task, and no job has "
+        "it; did you mean 'tests.noop'?",
+    ]
+    assert {p.name for p in paused("default")} == {"emials", "tests.nooop"}  # paused all the same
+
+    # declared by @job, by a TASKS backend's QUEUES, a task's path, a type jobs exist of
+    enqueue_job("reports.only_in_the_workers")
+    assert TASKS_QUEUE not in {job_type.queue for job_type in registry.all()}
+    declared = ["-q", "default", "-q", TASKS_QUEUE, "-t", "tests.noop"]
+    declared += ["-t", "tests.tasks_backport.tasks.add", "-t", "reports.only_in_the_workers"]
+    assert warnings_of("pause_jobs", *declared) == []
+    assert warnings_of("pause_jobs", "-q", "emials", verbosity=0) == []
+
+    # resuming a paused name is what to do with a typo; one that was not paused gets the hint
+    assert warnings_of("resume_jobs", "-q", "emials", "-t", "tests.nooop") == []
+    assert warnings_of("resume_jobs", "-q", "emials") == [
+        "warning: the queue 'emials' is named by no job type, schedule, DEFAULT_QUEUE, QUEUES "
+        "or TASKS backend; did you mean 'emails'?"
+    ]
+
+
 # --- run_jobs ---------------------------------------------------------------------------
 
 
@@ -215,3 +255,54 @@ def test_a_worker_of_a_project_with_only_tasks_says_it_runs_them():
         "tasks: every @task enqueued through TASKS['default'] and TASKS['retrying'], each "
         "imported from its app when its first job arrives"
     )
+
+
+def test_a_burst_worker_says_what_it_left_behind():
+    with run_jobs("--burst") as worker:
+        assert worker.wait(30) == 0
+        assert worker.output().splitlines()[-1] == "left behind: nothing"
+
+    retry = enqueue_job("tests.noop")
+    Job.objects.filter(pk=retry).update(
+        attempts=1, run_after=database_now("default") + timedelta(minutes=10)
+    )
+    enqueue_job("tests.noop", delay=3600)
+    enqueue_job("tests.noop", delay=7200)
+    pause_queue("held")
+    held = enqueue_job("tests.noop", queue="held")
+    done = enqueue_job("tests.noop")
+    with run_jobs("--burst") as worker:
+        assert worker.wait(30) == 0
+        last = worker.output().splitlines()[-1]
+    assert Job.objects.get(pk=done).status == "done"
+    assert Job.objects.get(pk=held).status == "blocked"
+    assert last == (
+        "left behind: 1 retry due in 10 minutes, 2 delayed jobs, the first due in 1 hour, "
+        "1 job held by a pause"
+    )
+
+    # only what the worker would have taken: its queues, its priority floor
+    with run_jobs("--burst", "--queue", "default", "--min-priority", "high") as worker:
+        assert worker.wait(30) == 0
+        assert worker.output().splitlines()[-1] == "left behind: nothing"
+
+
+def test_left_behind_counts_what_the_next_worker_would_find():
+    now = database_now("default")
+    schedule = make_schedule("default", "hourly")
+    ticks = [enqueue_job("tests.noop", queue="q") for _ in range(2)]
+    Job.objects.filter(pk__in=ticks).update(schedule=schedule)
+    enqueue_job("tests.noop", queue="q")
+    retrying = enqueue_job("tests.noop", queue="q")
+    Job.objects.filter(pk=retrying).update(attempts=2, run_after=now + timedelta(seconds=30))
+    enqueue_job("tests.noop", queue="q", delay=timedelta(days=1))
+    limited = enqueue_job("tests.noop", queue="q")
+    Job.objects.filter(pk=limited).update(status="blocked", blocked_by="limit")
+    enqueue_job("tests.noop", queue="elsewhere")
+    left = monitoring.left_behind("default", ["q"])
+    assert (left.due, left.due_from_schedules, left.retries, left.delayed) == (3, 2, 1, 1)
+    assert (left.paused, left.limited) == (0, 1)
+    assert left.retry_in is not None and 25 < left.retry_in <= 30
+    assert left.delayed_in is not None and 86000 < left.delayed_in <= 86400
+    assert monitoring.left_behind("default", ["q"], min_priority=50).due == 0
+    assert monitoring.left_behind("default").due == 4

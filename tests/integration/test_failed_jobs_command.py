@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
 from django.db.models import F
 
 from django_pqjobs import enqueue_job
 from django_pqjobs.models import Job, OperatorAction
+from tests.helpers import ROOT
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("unknown_job_types_allowed")]
 
@@ -96,3 +101,59 @@ def test_cancelled_jobs_can_be_retried():
     Job.objects.filter(pk=job_id).update(status="cancelled", finished_at=F("created_at"))
     assert run("--status", "cancelled", "--retry").strip().endswith("1 job put back to ready")
     assert Job.objects.get(pk=job_id).status == "ready"
+
+
+@pytest.mark.parametrize("answer", ["y", "Yes", "yes ", "no", ""])
+def test_retry_asks_and_goes_on_only_on_yes_typed_in_full(monkeypatch, answer):
+    """As Django's flush and collectstatic ask: 'yes', nothing else."""
+    job_id = failed("mail", "SMTPError: 550")
+    asked: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda prompt: asked.append(prompt) or answer)
+    with pytest.raises(CommandError, match=r"^retry cancelled: nothing changed$"):
+        call_command("failed_jobs", "--retry", stdout=StringIO())
+    assert asked == ["Retry 1 job?\n\nType 'yes' to continue, or 'no' to cancel: "]
+    assert Job.objects.get(pk=job_id).status == "failed"
+
+    monkeypatch.setattr("builtins.input", lambda prompt: "yes")
+    out = StringIO()
+    call_command("failed_jobs", "--retry", stdout=out)
+    assert out.getvalue().strip().endswith("1 job put back to ready")
+    assert Job.objects.get(pk=job_id).status == "ready"
+
+
+def test_retry_without_an_answer_changes_nothing(monkeypatch):
+    job_id = failed("mail", "SMTPError: 550")
+
+    def closed(prompt: str) -> str:
+        raise EOFError
+
+    monkeypatch.setattr("builtins.input", closed)
+    with pytest.raises(CommandError) as refused:
+        call_command("failed_jobs", "--retry", stdout=StringIO())
+    assert str(refused.value) == (
+        "retry cancelled: no answer to the confirmation (the input is closed); pass --no-input "
+        "to act without asking"
+    )
+    assert Job.objects.get(pk=job_id).status == "failed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_answer_piped_in_is_read_too():
+    """Not only on a terminal: `echo no | manage.py failed_jobs --retry` retries nothing."""
+    job_id = failed("mail", "SMTPError: 550")
+    done = subprocess.run(
+        [sys.executable, "-m", "django", "failed_jobs", "--retry"],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "PQJOBS_TEST_DATABASE": connection.settings_dict["NAME"],
+        },
+        input="no\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip() == "CommandError: retry cancelled: nothing changed"
+    assert Job.objects.get(pk=job_id).status == "failed"

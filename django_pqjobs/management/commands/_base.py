@@ -74,3 +74,8 @@ class PQJobsCommand(BaseCommand):
         """Print ``line`` at verbosity 2 and above."""
         if self.verbosity >= 2:
             self.stdout.write(line)
+
+    def warning(self, line: str) -> None:
+        """Print ``warning: line`` on stderr at verbosity 1 and above."""
+        if self.verbosity >= 1:
+            self.stderr.write(f"warning: {line}")
