@@ -3,7 +3,7 @@ database printed with their control characters escaped."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 
 import pytest
@@ -132,17 +132,84 @@ def test_prune_jobs_works_on_the_database_it_is_given():
 # --- list_schedules and trigger_schedule ------------------------------------------------
 
 
+# The one schedule the test apps declare in code (shop's @job(cron=...)), until synced.
+UNSYNCED = (
+    "count_unsent_receipts  job=count_unsent_receipts  cron '0 3 * * *'  tz=UTC  declared in "
+    "code, not in the table yet: created when a worker starts (or list_schedules --sync)"
+)
+
+
 def test_list_schedules_prints_by_verbosity():
     make_schedule("default", "weekly")
     assert command_output("list_schedules", verbosity=0) == ""
     summary = command_output("list_schedules", "--next", "1", verbosity=1).splitlines()
     assert summary[0].startswith("weekly  job=tests.noop  every 3600 s  tz=UTC  enabled")
-    assert [line.split(":")[0] for line in summary[1:]] == ["    next"]
+    assert [line.split(":")[0] for line in summary[1:2]] == ["    next"]
+    assert summary[2:] == [UNSYNCED]
     detailed = command_output("list_schedules", "--next", "1", verbosity=2).splitlines()
-    assert detailed[1] == (
-        '    queue=(the job type\'s)  priority=(the job type\'s)  payload={"report": "weekly"}'
-    )
+    assert detailed[1] == '    queue=default  priority=0  payload={"report": "weekly"}'
     assert detailed[0] == summary[0] and detailed[2:] == summary[1:]
+
+
+def test_list_schedules_shows_the_queue_and_priority_the_jobs_get():
+    def fields(job_type: str, **own) -> str:
+        Schedule.objects.all().delete()
+        make_schedule("default", "s")
+        Schedule.objects.update(job_type=job_type, **own)
+        return command_output("list_schedules", "--next", "1", verbosity=2).splitlines()[1]
+
+    assert fields("send_receipt").startswith("    queue=emails  priority=0  ")  # @job(queue=)
+    assert fields("summarize").startswith("    queue=default  priority=10  ")  # @job(priority=)
+    assert fields("summarize", queue="reports", priority=-5).startswith(
+        "    queue=reports  priority=-5  "
+    )
+    assert fields("gone.elsewhere") == (
+        "    queue=(the job type's)  priority=(the job type's)  "
+        'payload={"report": "weekly"}  (job type not registered here)'
+    )
+
+
+def test_list_schedules_shows_runs_in_the_schedules_time_zone():
+    make_schedule("default", "paris")
+    Schedule.objects.update(
+        cron="0 3 * * *",
+        interval_seconds=None,
+        timezone="Europe/Paris",
+        next_run_at=datetime(2026, 7, 1, 1, 0, tzinfo=UTC),  # 03:00 summer time
+        last_run_at=datetime(2026, 1, 1, 2, 0, tzinfo=UTC),  # 03:00 winter time
+        last_job_id=7,
+    )
+    lines = command_output("list_schedules", "--next", "2").splitlines()
+    assert lines[1:4] == [
+        "    next: 2026-07-01T03:00:00+02:00",
+        "    next: 2026-07-02T03:00:00+02:00",
+        "    last: 2026-01-01T03:00:00+01:00 (job 7)",
+    ]
+
+
+def test_list_schedules_says_what_the_next_sync_changes_and_syncs_on_request():
+    make_schedule("default", "weekly")
+    assert command_output("list_schedules", "--next", "1").splitlines()[-1] == UNSYNCED
+
+    assert command_output("list_schedules", "--next", "1", "--sync").splitlines()[0] == (
+        "synced: 1 schedule created (count_unsent_receipts)"
+    )
+    synced = Schedule.objects.get(name="count_unsent_receipts")
+    assert UNSYNCED not in command_output("list_schedules")
+    assert command_output("list_schedules", "--sync").startswith("synced: nothing to change\n")
+
+    Schedule.objects.filter(pk=synced.pk).update(declared={**synced.declared, "cron": "0 4 * * *"})
+    Schedule.objects.filter(name="weekly").update(declared={"enabled": True})
+    lines = command_output("list_schedules", "--next", "1").splitlines()
+    assert lines[2] == (
+        "    the code declares it otherwise: synced when a worker starts (or list_schedules --sync)"
+    )
+    assert lines[5] == (
+        "    no longer declared in code: disabled when a worker starts (or list_schedules --sync)"
+    )
+    assert command_output("list_schedules", "--sync").splitlines()[0] == (
+        "synced: 1 schedule updated (count_unsent_receipts); 1 schedule disabled (weekly)"
+    )
 
 
 def test_list_schedules_escapes_names_from_the_database():
@@ -155,7 +222,7 @@ def test_list_schedules_escapes_names_from_the_database():
 
 def test_list_schedules_and_trigger_schedule_use_the_database_they_are_given():
     make_schedule("second", "only-there")
-    assert command_output("list_schedules") == "no schedules\n"
+    assert command_output("list_schedules") == f"{UNSYNCED}\n"
     assert command_output("list_schedules", "--database", "second").startswith("only-there  ")
     with pytest.raises(CommandError, match="no schedule named 'only-there'"):
         call_command("trigger_schedule", "only-there")
