@@ -59,8 +59,13 @@ fi
 if [ "$SERVE" = 0 ]; then
     exit 0
 fi
+# The worker in a process group of its own (set -m): Ctrl-C goes to the terminal's group
+# only, so the worker hears of it once, from the trap, not twice (a second signal makes it
+# exit at once, leaving its jobs running).
+set -m
 "${MANAGE[@]}" run_jobs --concurrency 2 &
 WORKER=$!
+set +m
 trap 'kill -TERM $WORKER 2>/dev/null; wait $WORKER 2>/dev/null' EXIT
 echo "==> worker running (pid $WORKER); starting the web server, Ctrl-C to stop both"
 "${MANAGE[@]}" runserver 127.0.0.1:8000

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import shlex
 import signal
 import socket
 import threading
@@ -18,9 +19,10 @@ from django.db import DatabaseError, connections
 from .. import endings, options, transitions
 from ..conf import conf
 from ..context import JobContext
+from ..durations import in_words
 from ..models import Job
 from ..policies import DelaySequence
-from ..printable import counted
+from ..printable import counted, printable
 from ..statuses import Recorded
 from ..transitions import Fence
 from .claiming import ClaimBatch, Undecodable, claim_jobs
@@ -677,5 +679,36 @@ class Worker:
             # lock, and setting it from here would wait for that lock for ever.
             threading.Thread(target=self.stop, name="pqjobs-stop", daemon=True).start()
         else:
-            logger.warning("%s received again: exiting immediately", name)
+            logger.warning("%s received again: exiting now%s", name, self._left_running())
             os._exit(1)
+
+    def _left_running(self) -> str:
+        """What a forced exit leaves ``running`` in the table, and how to free it.
+
+        The slots are read by another thread: the main thread, which this signal handler
+        interrupted, may hold the lock of ``in_flight``. If it does, the reader gives up
+        after a second and the line names no job.
+        """
+        found: list[list[Slot]] = []
+        reader = threading.Thread(
+            target=lambda: found.append(self.in_flight.snapshot()), name="pqjobs-exit", daemon=True
+        )
+        reader.start()
+        reader.join(1.0)
+        command = f"manage.py reap_stale --worker-id {shlex.quote(printable(self.worker_id))}"
+
+        def free(it: str) -> str:
+            return (
+                f"the stale-job rescue gives {it} back after {in_words(self.stale_timeout)} "
+                f"without a heartbeat (STALE_TIMEOUT), or free {it} now with `{command}`"
+            )
+
+        if not found:
+            return "; " + free("the jobs it was running")
+        slots = sorted(found[0], key=lambda slot: slot.job.id)
+        if not slots:
+            return " (no job was running)"
+        shown = ", ".join(f"{s.job.id} ({printable(s.job.job_type)})" for s in slots[:10])
+        more = f" and {len(slots) - 10} more" if len(slots) > 10 else ""
+        left = f"{counted(len(slots), 'job')} left running: {shown}{more}"
+        return f", {left}; " + free("it" if len(slots) == 1 else "them")

@@ -73,6 +73,23 @@ def test_reap_stale_prints_by_verbosity():
     ]
 
 
+def test_reap_stale_frees_the_jobs_of_a_worker_said_to_be_gone():
+    gone = stale_running_jobs("default", "gone", 2)
+    alive = stale_running_jobs("default", "alive", 1)
+    Job.objects.update(heartbeat_at=database_now("default"))  # fresh: not stale at all
+    assert command_output("reap_stale", verbosity=1) == (
+        "rescued 0 stale jobs (no heartbeat for 20 minutes)\n"
+    )
+    lines = command_output("reap_stale", "--worker-id", "gone", verbosity=2).splitlines()
+    assert lines == [
+        *(f"job {job_id} tests.noop attempt 1 (worker gone) -> ready" for job_id in gone),
+        "rescued 2 jobs of worker gone",
+    ]
+    assert Job.objects.get(pk=alive[0]).status == "running"
+    with pytest.raises(CommandError, match="not allowed with argument"):
+        call_command("reap_stale", "--worker-id", "gone", "--older-than", "1m")
+
+
 def test_reap_stale_escapes_job_types_and_worker_ids():
     [job_id] = stale_running_jobs("default", "w\x1b[31m", 1)
     Job.objects.filter(pk=job_id).update(job_type=EVIL_NAME)
