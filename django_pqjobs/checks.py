@@ -158,7 +158,8 @@ def _check_databases() -> list[CheckMessage]:
             errors.append(
                 Error(
                     f"django-pqjobs needs PostgreSQL, but database {alias!r} uses {engine!r}",
-                    hint="Point PQJOBS['DATABASE'] at a PostgreSQL database (13 or newer).",
+                    hint=f"Make DATABASES[{alias!r}] a PostgreSQL database (13 or newer, ENGINE "
+                    f"'django.db.backends.postgresql'), or point PQJOBS[{key!r}] at one.",
                     id="pqjobs.E001",
                     obj=f"settings.DATABASES[{alias!r}]",
                 )

@@ -27,7 +27,8 @@ def require_postgresql(alias: str) -> None:
         engine = settings.DATABASES.get(alias, {}).get("ENGINE", "?")
         raise DatabaseNotReady(
             f"django-pqjobs needs PostgreSQL, but the job database {alias!r} is {vendor} "
-            f"({engine}): point PQJOBS['DATABASE'] at a PostgreSQL database"
+            f"({engine}): make DATABASES[{alias!r}] a PostgreSQL database, or point "
+            "PQJOBS['DATABASE'] at one"
         )
 
 

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 from urllib.parse import quote
 
@@ -58,6 +59,8 @@ def test_enqueue_without_the_enqueue_function_says_to_migrate():
     )
     assert "\n" not in message
     assert caught.value.__suppress_context__  # one error, not two tracebacks
+    # raised from enqueue_job itself: the caller's line, not the frames below, leads to it
+    assert [frame.name for frame in traceback.extract_tb(caught.tb)][-1] == "enqueue_job"
     assert enqueue_job("t")  # the function is back: nothing else changed
 
 
@@ -153,6 +156,7 @@ def test_a_project_that_forgot_migrate_is_told_so_by_run_jobs_and_enqueue(empty_
         "pqjobs_enqueue("
     )
     assert "ProgrammingError" not in shell.stderr
+    assert "ready_database" not in shell.stderr and "_insert_plain" not in shell.stderr
 
 
 # --- a database that cannot be reached ----------------------------------------------------
@@ -229,7 +233,8 @@ def test_enqueue_on_sqlite_from_a_shell_says_postgresql_is_needed(tmp_path: Path
     )
     assert done.stdout.strip().splitlines()[-1] == (
         "DatabaseNotReady django-pqjobs needs PostgreSQL, but the job database 'default' is "
-        "sqlite (django.db.backends.sqlite3): point PQJOBS['DATABASE'] at a PostgreSQL database"
+        "sqlite (django.db.backends.sqlite3): make DATABASES['default'] a PostgreSQL database, "
+        "or point PQJOBS['DATABASE'] at one"
     ), done.stderr
 
 
