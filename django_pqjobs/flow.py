@@ -7,20 +7,20 @@ module is the operator's side: pausing, resuming, and a summary for the admin.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.conf import settings
 from django.db import connections, transaction
 
-from . import audit, keys, options, transitions
+from . import audit, keys, monitoring, options, transitions
 from .audit import AuditAction
 from .conf import conf
 from .registry import registry
 from .tasks import activation
 from .tasks.errors import TaskNotLoadable
-from .tasks.loader import load_task
+from .tasks.loader import configured_queues, load_task
 
 
 @dataclass(frozen=True)
@@ -58,26 +58,29 @@ def resume_job_type(name: str, *, by: str = "", using: str | None = None) -> int
 
 
 def known_queues() -> set[str]:
-    """The queues the code names: ``DEFAULT_QUEUE``, ``QUEUES``, the job types' and the
-    declared schedules' queues, and the ``QUEUES`` of this library's ``TASKS`` backends.
-    Raises ValueError when one of those settings is invalid."""
+    """The queues the configuration names: ``DEFAULT_QUEUE``, ``QUEUES``, the job types' and
+    the declared schedules' queues, and the ``QUEUES`` of this library's ``TASKS`` backends.
+    Read from the code and settings only (no index on the queue column: no scan for its
+    values). Raises ValueError when ``DEFAULT_QUEUE`` or ``QUEUES`` is invalid."""
     known = {conf.DEFAULT_QUEUE, *(conf.QUEUES or [])}
     job_types = registry.all()
     known.update(job_type.queue for job_type in job_types if job_type.queue)
-    specs = [*conf.SCHEDULES, *(t.schedule for t in job_types if t.schedule is not None)]
+    specs = [job_type.schedule for job_type in job_types if job_type.schedule is not None]
+    with contextlib.suppress(ValueError):  # a broken PQJOBS['SCHEDULES']: check E040 says so
+        specs.extend(conf.SCHEDULES)
     known.update(spec.queue for spec in specs if spec.queue)
-    for alias in activation.backends():
-        queues = settings.TASKS[alias].get("QUEUES")
-        known.update(str(queue) for queue in queues or [] if isinstance(queue, str))
+    known.update(configured_queues())
     return known
 
 
 def undeclared(kind: str, name: str, using: str | None = None) -> str | None:
-    """Why the queue or job type ``name`` looks like a typo, with the closest name the code
-    declares; None when something declares it (or, for a job type, jobs of it exist).
+    """Why the queue or job type ``name`` looks like a typo, with the closest known name;
+    None when the configuration names it or jobs of it exist (a queue: active jobs, read as
+    the metrics read them; a job type: any job, through its index).
 
     Pausing such a name still works (jobs enqueued under it by name wait); this is for a
-    warning. ``kind`` is ``"queue"`` or ``"job_type"``.
+    warning, in ``pause_jobs``, ``resume_jobs`` and the admin. ``kind`` is ``"queue"`` or
+    ``"job_type"``.
     """
     if kind == "queue":
         try:
@@ -86,9 +89,13 @@ def undeclared(kind: str, name: str, using: str | None = None) -> str | None:
             return None  # a broken setting: the system checks say which
         if name in known:
             return None
+        active = {row.queue for row in monitoring.depth(using) if row.status != "failed"}
+        if name in active:
+            return None
+        known |= active
         what = (
             f"the queue {name!r} is named by no job type, schedule, DEFAULT_QUEUE, QUEUES or "
-            "TASKS backend"
+            "TASKS backend, and holds no job"
         )
     else:
         if name in registry or _is_task(name) or _has_jobs(name, using):

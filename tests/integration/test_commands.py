@@ -276,16 +276,18 @@ def test_pause_and_resume_warn_of_a_name_nothing_declares(settings, unknown_job_
     settings.TASKS = {**settings.TASKS, "default": {**backend, "QUEUES": queues}}
     assert warnings_of("pause_jobs", "-q", "emials", "-t", "tests.nooop") == [
         "warning: the queue 'emials' is named by no job type, schedule, DEFAULT_QUEUE, QUEUES "
-        "or TASKS backend; did you mean 'emails'?",
+        "or TASKS backend, and holds no job; did you mean 'emails'?",
         "warning: the job type 'tests.nooop' is declared by no @job or @task, and no job has "
         "it; did you mean 'tests.noop'?",
     ]
     assert {p.name for p in paused("default")} == {"emials", "tests.nooop"}  # paused all the same
 
-    # declared by @job, by a TASKS backend's QUEUES, a task's path, a type jobs exist of
+    # declared by @job, by a TASKS backend's QUEUES, a task's path, a type jobs exist of, a
+    # queue jobs wait in
     enqueue_job("reports.only_in_the_workers")
+    enqueue_job("tests.noop", queue="adhoc")
     assert TASKS_QUEUE not in {job_type.queue for job_type in registry.all()}
-    declared = ["-q", "default", "-q", TASKS_QUEUE, "-t", "tests.noop"]
+    declared = ["-q", "default", "-q", TASKS_QUEUE, "-q", "adhoc", "-t", "tests.noop"]
     declared += ["-t", "tests.tasks_backport.tasks.add", "-t", "reports.only_in_the_workers"]
     assert warnings_of("pause_jobs", *declared) == []
     assert warnings_of("pause_jobs", "-q", "emials", verbosity=0) == []
@@ -294,7 +296,7 @@ def test_pause_and_resume_warn_of_a_name_nothing_declares(settings, unknown_job_
     assert warnings_of("resume_jobs", "-q", "emials", "-t", "tests.nooop") == []
     assert warnings_of("resume_jobs", "-q", "emials") == [
         "warning: the queue 'emials' is named by no job type, schedule, DEFAULT_QUEUE, QUEUES "
-        "or TASKS backend; did you mean 'emails'?"
+        "or TASKS backend, and holds no job; did you mean 'emails'?"
     ]
 
 
