@@ -14,6 +14,7 @@ from django.core.checks import CheckMessage, Error, Warning
 from django.db import DatabaseError
 
 from .conf import Settings, conf
+from .flow import known_queues
 from .registry import Handler, registry
 from .schema import open_schema_advice, writable_by_everyone
 
@@ -101,14 +102,13 @@ def _check_queue_rates() -> list[CheckMessage]:
     """A rate for a queue no job goes to is most likely a typo."""
     try:
         rates = conf.QUEUE_RATES
-        known = {conf.DEFAULT_QUEUE, *(conf.QUEUES or [])}
+        known = known_queues()
     except ValueError:
         return []  # reported by the setting's own check
-    known.update(job_type.queue for job_type in registry.all() if job_type.queue)
     return [
         Warning(
-            f"PQJOBS['QUEUE_RATES'] limits the queue {queue!r}, which no job type, "
-            "DEFAULT_QUEUE or QUEUES names",
+            f"PQJOBS['QUEUE_RATES'] limits the queue {queue!r}, which no job type, schedule, "
+            "DEFAULT_QUEUE, QUEUES or TASKS backend names",
             hint=f"Known queues: {', '.join(sorted(known))}. Jobs enqueued with "
             f"queue={queue!r} would still follow it.",
             id="pqjobs.W050",
@@ -158,7 +158,8 @@ def _check_databases() -> list[CheckMessage]:
             errors.append(
                 Error(
                     f"django-pqjobs needs PostgreSQL, but database {alias!r} uses {engine!r}",
-                    hint="Point PQJOBS['DATABASE'] at a PostgreSQL database (13 or newer).",
+                    hint=f"Make DATABASES[{alias!r}] a PostgreSQL database (13 or newer, ENGINE "
+                    f"'django.db.backends.postgresql'), or point PQJOBS[{key!r}] at one.",
                     id="pqjobs.E001",
                     obj=f"settings.DATABASES[{alias!r}]",
                 )

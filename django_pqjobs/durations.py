@@ -9,6 +9,8 @@ import math
 import re
 from datetime import timedelta
 
+from .printable import counted
+
 Duration = timedelta | int | float
 
 # The longest delay, timeout or interval anything takes: beyond it run times leave the
@@ -16,6 +18,7 @@ Duration = timedelta | int | float
 # timeout" overflow. A retry delay past it failed to record and left its job running.
 MAX_DURATION = 100 * 365 * 86400.0
 
+_WORDS = (("day", 86400), ("hour", 3600), ("minute", 60))
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 
@@ -70,3 +73,19 @@ def parse_duration(text: str) -> float:
             f"{text!r} is not a duration: use seconds (90) or units like 90s, 20m, 1h30m, 2d"
         )
     return total
+
+
+def in_words(seconds: float) -> str:
+    """A duration as people say it: ``2592000`` is ``"30 days"``, ``5400`` ``"1 hour 30
+    minutes"``, ``90.5`` ``"1 minute 30.5 seconds"``, ``0.25`` ``"0.25 seconds"``."""
+    parts = []
+    rest = seconds
+    for unit, size in _WORDS:
+        whole = int(rest // size)
+        if whole:
+            parts.append(counted(whole, unit))
+            rest -= whole * size
+    rest = round(rest, 3)
+    if rest or not parts:
+        parts.append(counted(rest, "second"))
+    return " ".join(parts)

@@ -20,7 +20,7 @@ from django.db import DatabaseError, connections, transaction
 from . import composition, endings, options, schema, signals, tracing, transitions
 from .conf import conf
 from .durations import Duration
-from .errors import DuplicateJob, InvalidJobOption, QueueFull, UnknownJobType
+from .errors import DatabaseNotReady, DuplicateJob, InvalidJobOption, QueueFull, UnknownJobType
 from .keys import derive_key, flow_key
 from .notify import channel, notify_queues
 from .options import Dedupe, WaitingFull
@@ -465,7 +465,12 @@ def enqueue_job(
         depends_on=depends_on,
         on_dependency_failure=on_dependency_failure,
     )
-    return insert(job, using)
+    try:
+        return insert(job, using)
+    except DatabaseNotReady as exc:
+        # Its message says what to do (run migrate): raised from here, the caller's line
+        # is not buried under the frames of insert() that met it.
+        raise exc.with_traceback(None) from None
 
 
 def enqueue_on_commit(

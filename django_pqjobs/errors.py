@@ -96,8 +96,9 @@ class QueueFull(PQJobsError):
 
 
 class DatabaseNotReady(PQJobsError):
-    """The job database cannot take jobs: it is not PostgreSQL, or ``manage.py migrate`` has
-    not created (or brought up to date) the job tables."""
+    """The job database cannot take jobs: no connection to it can be opened, it is not
+    PostgreSQL, or ``manage.py migrate`` has not created (or brought up to date) the job
+    tables."""
 
 
 class JobTypeAlreadyRegistered(PQJobsError):

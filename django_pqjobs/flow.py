@@ -7,15 +7,20 @@ module is the operator's side: pausing, resuming, and a summary for the admin.
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connections, transaction
 
-from . import audit, keys, options, transitions
+from . import audit, keys, monitoring, options, transitions
 from .audit import AuditAction
 from .conf import conf
 from .registry import registry
+from .tasks import activation
+from .tasks.errors import TaskNotLoadable
+from .tasks.loader import configured_queues, load_task
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,73 @@ def pause_job_type(name: str, *, by: str = "", using: str | None = None) -> bool
 def resume_job_type(name: str, *, by: str = "", using: str | None = None) -> int | None:
     """Like :func:`resume_queue`, for one job type."""
     return _resume("job_type", options.job_type_name(name), by, using)
+
+
+def known_queues() -> set[str]:
+    """The queues the configuration names: ``DEFAULT_QUEUE``, ``QUEUES``, the job types' and
+    the declared schedules' queues, and the ``QUEUES`` of this library's ``TASKS`` backends.
+    Read from the code and settings only (no index on the queue column: no scan for its
+    values). Raises ValueError when ``DEFAULT_QUEUE`` or ``QUEUES`` is invalid."""
+    known = {conf.DEFAULT_QUEUE, *(conf.QUEUES or [])}
+    job_types = registry.all()
+    known.update(job_type.queue for job_type in job_types if job_type.queue)
+    specs = [job_type.schedule for job_type in job_types if job_type.schedule is not None]
+    with contextlib.suppress(ValueError):  # a broken PQJOBS['SCHEDULES']: check E040 says so
+        specs.extend(conf.SCHEDULES)
+    known.update(spec.queue for spec in specs if spec.queue)
+    known.update(configured_queues())
+    return known
+
+
+def undeclared(kind: str, name: str, using: str | None = None) -> str | None:
+    """Why the queue or job type ``name`` looks like a typo, with the closest known name;
+    None when the configuration names it or jobs of it exist (a queue: active jobs, read as
+    the metrics read them; a job type: any job, through its index).
+
+    Pausing such a name still works (jobs enqueued under it by name wait); this is for a
+    warning, in ``pause_jobs``, ``resume_jobs`` and the admin. ``kind`` is ``"queue"`` or
+    ``"job_type"``.
+    """
+    if kind == "queue":
+        try:
+            known = known_queues()
+        except ValueError:
+            return None  # a broken setting: the system checks say which
+        if name in known:
+            return None
+        active = {row.queue for row in monitoring.depth(using) if row.status != "failed"}
+        if name in active:
+            return None
+        known |= active
+        what = (
+            f"the queue {name!r} is named by no job type, schedule, DEFAULT_QUEUE, QUEUES or "
+            "TASKS backend, and holds no job"
+        )
+    else:
+        if name in registry or _is_task(name) or _has_jobs(name, using):
+            return None
+        known = set(registry.names())
+        what = f"the job type {name!r} is declared by no @job or @task, and no job has it"
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return what + (f"; did you mean {close[0]!r}?" if close else "")
+
+
+def _is_task(name: str) -> bool:
+    """Whether ``name`` is the path of a task this library's Tasks backend runs."""
+    if not activation.backends():
+        return False
+    try:
+        load_task(name)
+    except TaskNotLoadable:
+        return False
+    return True
+
+
+def _has_jobs(job_type: str, using: str | None) -> bool:
+    with connections[using or conf.DATABASE].cursor() as cursor:
+        cursor.execute("SELECT EXISTS (SELECT 1 FROM pqjobs_job WHERE job_type = %s)", [job_type])
+        (found,) = cursor.fetchone()
+    return bool(found)
 
 
 def _pause(kind: str, name: str, by: str, using: str | None) -> bool:

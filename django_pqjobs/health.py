@@ -16,6 +16,7 @@ from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 
 from . import access, monitoring
+from .printable import counted
 
 # Exit statuses of ``jobs_health`` (2 is argparse's, for a bad command line).
 OK = 0
@@ -121,7 +122,7 @@ def check_workers(
             NO_WORKER,
             f"no worker: {len(healthy)} of the required {min_workers} alive and claiming ({worst})",
         )
-    return Health(OK, f"ok: {len(healthy)} workers alive and claiming")
+    return Health(OK, f"ok: {counted(len(healthy), 'worker')} alive and claiming")
 
 
 def check_lag(
@@ -140,7 +141,7 @@ def check_lag(
     except DatabaseError as exc:
         return _unreachable(exc)
     where = f" in {', '.join(queues)}" if queues else ""
-    held = f"; {paused} job{'' if paused == 1 else 's'} held by a pause" if paused else ""
+    held = f"; {counted(paused, 'job')} held by a pause" if paused else ""
     if lag > max_lag:
         waited = f"the oldest due job{where} has waited {lag:.0f} s (max {max_lag:g} s)"
         return Health(LAGGING, f"lagging: {waited}{held}")

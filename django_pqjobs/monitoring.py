@@ -175,6 +175,65 @@ def held_by_pause(alias: str | None = None, queues: list[str] | None = None) -> 
 
 
 @dataclass(frozen=True)
+class LeftBehind:
+    """The jobs a worker leaves in its queues (see :func:`left_behind`)."""
+
+    due: int  # ready and due now: the next worker takes them at once
+    due_from_schedules: int  # ... of which schedules enqueued (a tick fired as it stopped)
+    retries: int  # ready, waiting out the backoff before their next attempt
+    retry_in: float | None  # seconds until the first of them is due
+    delayed: int  # ready, never tried, enqueued to run later
+    delayed_in: float | None
+    paused: int  # held by a paused queue or job type
+    limited: int  # held by a concurrency or rate limit
+
+    def __bool__(self) -> bool:
+        return any((self.due, self.retries, self.delayed, self.paused, self.limited))
+
+
+# Seconds are differences of epochs: a run_after of 'infinity' is an infinite wait, not an
+# error. Ready and blocked rows only, through their partial indexes.
+_LEFT_BEHIND = """
+SELECT count(*) FILTER (WHERE status = 'ready' AND run_after <= now()),
+       count(*) FILTER (WHERE status = 'ready' AND run_after <= now()
+                        AND schedule_id IS NOT NULL),
+       count(*) FILTER (WHERE status = 'ready' AND run_after > now() AND attempts > 0),
+       extract(epoch FROM min(run_after) FILTER (WHERE status = 'ready' AND run_after > now()
+                                                 AND attempts > 0))
+       - extract(epoch FROM now()),
+       count(*) FILTER (WHERE status = 'ready' AND run_after > now() AND attempts = 0),
+       extract(epoch FROM min(run_after) FILTER (WHERE status = 'ready' AND run_after > now()
+                                                 AND attempts = 0))
+       - extract(epoch FROM now()),
+       count(*) FILTER (WHERE status = 'blocked' AND blocked_by = 'paused'),
+       count(*) FILTER (WHERE status = 'blocked' AND blocked_by IS DISTINCT FROM 'paused')
+FROM pqjobs_job
+WHERE status IN ('ready', 'blocked') {queue_filter} {priority_filter}
+"""
+
+
+def left_behind(
+    alias: str | None = None, queues: list[str] | None = None, min_priority: int | None = None
+) -> LeftBehind:
+    """The ready and blocked jobs of ``queues`` (default all) of at least ``min_priority``:
+    what a worker that stops now (``run_jobs --burst``) leaves for the next one."""
+    sql = _LEFT_BEHIND.replace(
+        "{queue_filter}", "AND queue = ANY(%(queues)s)" if queues else ""
+    ).replace("{priority_filter}", "" if min_priority is None else "AND priority >= %(floor)s")
+    [row] = _read(alias, sql, {"queues": queues, "floor": min_priority})
+    return LeftBehind(
+        int(row[0]),
+        int(row[1]),
+        int(row[2]),
+        None if row[3] is None else float(row[3]),
+        int(row[4]),
+        None if row[5] is None else float(row[5]),
+        int(row[6]),
+        int(row[7]),
+    )
+
+
+@dataclass(frozen=True)
 class WorkerState:
     worker_id: str
     hostname: str

@@ -1,17 +1,17 @@
-"""Is the job database ready? One-line answers for a project that forgot ``migrate``,
-points the job tables at a database other than PostgreSQL, or keeps them in a schema every
-role may write.
+"""Is the job database ready? One-line answers for a project that cannot connect to it,
+forgot ``migrate``, points the job tables at a database other than PostgreSQL, or keeps them
+in a schema every role may write.
 
 Checked where it costs nothing on the way that works: enqueueing looks at the connection's
 vendor (an attribute) and reads a database error only once one happened; ``run_jobs`` asks
-once, at start, which migrations of the app are not applied.
+once, at start, whether it can connect and which migrations of the app are not applied.
 """
 
 from __future__ import annotations
 
 from django.apps import apps
 from django.conf import settings
-from django.db import DatabaseError, connections, transaction
+from django.db import DatabaseError, OperationalError, connections, transaction
 
 from .errors import DatabaseNotReady
 
@@ -27,8 +27,40 @@ def require_postgresql(alias: str) -> None:
         engine = settings.DATABASES.get(alias, {}).get("ENGINE", "?")
         raise DatabaseNotReady(
             f"django-pqjobs needs PostgreSQL, but the job database {alias!r} is {vendor} "
-            f"({engine}): point PQJOBS['DATABASE'] at a PostgreSQL database"
+            f"({engine}): make DATABASES[{alias!r}] a PostgreSQL database, or point "
+            "PQJOBS['DATABASE'] at one"
         )
+
+
+def require_reachable(alias: str) -> None:
+    """Open the connection to ``alias``; raise :class:`DatabaseNotReady`, one line, when it
+    cannot be opened (a wrong database name, user, password, host or port; the server down).
+    """
+    try:
+        connections[alias].ensure_connection()
+    except OperationalError as exc:
+        raise _cannot_connect(exc, alias) from None
+
+
+def unreachable(exc: DatabaseError, alias: str) -> DatabaseNotReady | None:
+    """The error to raise instead of ``exc`` when it says no connection to ``alias`` could
+    be opened; None when ``exc`` happened on an open connection."""
+    if not isinstance(exc, OperationalError) or connections[alias].connection is not None:
+        return None
+    return _cannot_connect(exc, alias)
+
+
+def _cannot_connect(exc: OperationalError, alias: str) -> DatabaseNotReady:
+    # psycopg's message spans lines (a hint on a tab-indented line, then one paragraph per
+    # address tried): the first paragraph, on one line, says it.
+    said = str(exc).split("\nMultiple connection attempts failed")[0]
+    said = " ".join(said.split())
+    for prefix in ("connection failed: ", "connection is bad: "):
+        said = said.removeprefix(prefix)
+    return DatabaseNotReady(
+        f"cannot connect to database {alias!r}: {said or type(exc).__name__} "
+        f"(see DATABASES[{alias!r}])"
+    )
 
 
 def not_migrated(exc: DatabaseError, alias: str) -> DatabaseNotReady | None:

@@ -25,6 +25,17 @@ fi
 export DATABASE_URL
 echo "==> database: $DATABASE_URL"
 MANAGE=("$PY" testproject/manage.py)
+if [ "$OWN_DATABASE" = 0 ]; then
+    # A DATABASE_URL that leads nowhere: one line, not migrate's traceback.
+    "${MANAGE[@]}" shell -v 0 -c "
+import sys
+from django_pqjobs import DatabaseNotReady, schema
+try:
+    schema.require_reachable('default')
+except DatabaseNotReady as exc:
+    sys.exit(f'error: {exc}; fix DATABASE_URL, or unset it: the demo then runs a PostgreSQL of its own')
+"
+fi
 "${MANAGE[@]}" migrate --verbosity 0
 DJANGO_SUPERUSER_PASSWORD=admin "${MANAGE[@]}" shell -v 0 -c "
 from django.contrib.auth import get_user_model
@@ -48,8 +59,13 @@ fi
 if [ "$SERVE" = 0 ]; then
     exit 0
 fi
+# The worker in a process group of its own (set -m): Ctrl-C goes to the terminal's group
+# only, so the worker hears of it once, from the trap, not twice (a second signal makes it
+# exit at once, leaving its jobs running).
+set -m
 "${MANAGE[@]}" run_jobs --concurrency 2 &
 WORKER=$!
+set +m
 trap 'kill -TERM $WORKER 2>/dev/null; wait $WORKER 2>/dev/null' EXIT
 echo "==> worker running (pid $WORKER); starting the web server, Ctrl-C to stop both"
 "${MANAGE[@]}" runserver 127.0.0.1:8000

@@ -20,12 +20,11 @@ from django.http import HttpRequest
 from .. import options
 from ..conf import conf
 from ..errors import InvalidJobOption
+from ..flow import known_queues
 from ..models import Dependency
 from ..options import EARLIEST_RUN_AFTER as EARLIEST
 from ..options import LATEST_RUN_AFTER as LATEST
-from ..registry import registry
 from ..statuses import FINISHED_STATUSES, JobStatus
-from ..tasks.loader import configured_queues
 from .changelist import RefusedQuery
 from .search import whole_number
 
@@ -46,15 +45,6 @@ def distinct_job_types() -> list[str]:
     with connections[conf.DATABASE].cursor() as cursor:
         cursor.execute(_DISTINCT.format(column="job_type"))
         return [row[0] for row in cursor.fetchall()]
-
-
-def known_queues() -> list[str]:
-    """Queues from the configuration (``PQJOBS``, the job types, ``TASKS``): no index on
-    queue, so no scan for its values."""
-    names = {conf.DEFAULT_QUEUE, *(conf.QUEUES or [])}
-    names.update(t.queue for t in registry.all() if t.queue)
-    names.update(configured_queues())
-    return sorted(names)
 
 
 def _refuse(filter_: admin.SimpleListFilter, value: object, why: str) -> RefusedQuery:
@@ -109,7 +99,7 @@ class QueueFilter(admin.SimpleListFilter):
     parameter_name = "queue"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(value, value) for value in known_queues()]
+        return [(value, value) for value in sorted(known_queues())]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         value = self.value()

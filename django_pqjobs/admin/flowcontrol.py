@@ -17,9 +17,9 @@ from django.http import HttpRequest
 from .. import flow, options
 from ..conf import conf
 from ..errors import InvalidJobOption
+from ..printable import counted
 from ..registry import registry
-from .dashboard import active_queues
-from .filters import distinct_job_types, known_queues
+from .filters import distinct_job_types
 
 KINDS = {"queue": "queue", "job_type": "job type"}
 
@@ -48,7 +48,7 @@ def collect(paused: list[flow.Paused], seen_queues: list[str]) -> FlowControl:
         held=flow.held(using=conf.DATABASE),
         declared=flow.declared(),
         queue_rates=[(queue, str(rate)) for queue, rate in sorted(conf.QUEUE_RATES.items())],
-        known_queues=sorted({*known_queues(), *seen_queues}),
+        known_queues=sorted({*flow.known_queues(), *seen_queues}),
         known_job_types=sorted({*registry.names(), *distinct_job_types()}),
     )
 
@@ -86,27 +86,15 @@ def pause_or_resume(request: HttpRequest, pause: bool, by: str) -> tuple[str, in
         text = (
             f"Paused the {what}: workers start none of its jobs from now on (running ones finish)."
         )
-        if name not in _known(kind):
-            text += f" No job or configuration names this {KINDS[kind]} yet: check the spelling."
+        why = flow.undeclared(kind, name, conf.DATABASE)
+        if why is not None:
+            text += f" Check the spelling: {why}" + ("" if why.endswith("?") else ".")
         return text, messages.SUCCESS
     do_resume = flow.resume_queue if kind == "queue" else flow.resume_job_type
     released = do_resume(name, by=by, using=conf.DATABASE)
     if released is None:
         return f"The {what} was not paused.", messages.WARNING
     return (
-        f"Resumed the {what}: "
-        + ngettext_jobs(released)
-        + " held by the pause went back to ready.",
+        f"Resumed the {what}: {counted(released, 'job')} held by the pause went back to ready.",
         messages.SUCCESS,
     )
-
-
-def ngettext_jobs(count: int) -> str:
-    return f"{count} job" if count == 1 else f"{count} jobs"
-
-
-def _known(kind: str) -> set[str]:
-    """The names of this kind that configuration, code or jobs mention (cheap to find)."""
-    if kind == "queue":
-        return {*known_queues(), *active_queues()}
-    return {*registry.names(), *distinct_job_types()}

@@ -19,7 +19,7 @@ from django.db.models.functions import Now
 
 from ..clock import database_now
 from ..conf import conf
-from ..enqueue import insert, prepare
+from ..enqueue import PreparedJob, insert, prepare
 from ..errors import PQJobsError
 from ..models import ACTIVE_STATUSES, Job, MisfirePolicy, OverlapPolicy, Schedule
 from ..recurrence import ScheduleError
@@ -48,8 +48,10 @@ def previous_run_active(schedule: Schedule, alias: str) -> bool:
     return jobs.exists()
 
 
-def _enqueue(schedule: Schedule, alias: str, dedupe_key: str | None) -> int:
-    job = prepare(
+def job_of(schedule: Schedule, dedupe_key: str | None = None) -> PreparedJob:
+    """The job a run of ``schedule`` enqueues: its own queue and priority where it sets
+    them, else the job type's, else ``PQJOBS``' (as any enqueue fills them in)."""
+    return prepare(
         schedule.job_type,
         schedule.payload,
         queue=schedule.queue or None,
@@ -58,7 +60,10 @@ def _enqueue(schedule: Schedule, alias: str, dedupe_key: str | None) -> int:
         dedupe="skip",
         schedule_id=schedule.pk,
     )
-    return insert(job, alias)
+
+
+def _enqueue(schedule: Schedule, alias: str, dedupe_key: str | None) -> int:
+    return insert(job_of(schedule, dedupe_key), alias)
 
 
 def fire_due(alias: str | None = None, limit: int = PASS_LIMIT) -> list[Fired]:

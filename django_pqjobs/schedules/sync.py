@@ -72,13 +72,13 @@ def sync_schedules(alias: str | None = None, specs: list[ScheduleSpec] | None = 
             elif _update(row, spec, now, alias):
                 result.updated.append(spec.name)
         names = {spec.name for spec in specs}
-        for name, row in rows.items():
-            if row.declared is not None and name not in names and row.declared.get("enabled"):
+        for row in rows.values():
+            if no_longer_declared(row, names):
                 row.enabled = False
-                row.declared = {**row.declared, "enabled": False}
+                row.declared = {**(row.declared or {}), "enabled": False}
                 row.updated_at = now
                 row.save(using=alias, update_fields=["enabled", "declared", "updated_at"])
-                result.disabled.append(name)
+                result.disabled.append(row.name)
     for verb, names_done in (
         ("created", result.created),
         ("updated", result.updated),
@@ -87,6 +87,18 @@ def sync_schedules(alias: str | None = None, specs: list[ScheduleSpec] | None = 
         if names_done:
             logger.info("schedules %s: %s", verb, ", ".join(names_done))
     return result
+
+
+def declared_otherwise(row: Schedule, spec: ScheduleSpec) -> bool:
+    """Whether the code declares ``row`` otherwise than at the last sync: the next sync
+    writes the change."""
+    return row.declared != spec.declared()
+
+
+def no_longer_declared(row: Schedule, names: set[str]) -> bool:
+    """Whether the next sync disables ``row``: the code declared it, enabled, and no longer
+    declares it (``names``: the names declared now)."""
+    return row.declared is not None and row.name not in names and bool(row.declared.get("enabled"))
 
 
 def _create(spec: ScheduleSpec, now: Any, alias: str) -> None:

@@ -29,10 +29,16 @@ def activate() -> None:
         _active = True
 
 
-def _configured() -> bool:
+def backends() -> list[str]:
+    """The ``TASKS`` aliases whose backend is this one: the tasks a worker of this process
+    runs (each imported from its app when its first job arrives)."""
     from .loader import uses_this_backend
 
     if not apps.is_installed("django_pqjobs"):
-        return False  # the backend's check() reports it; there are no job tables to serve
+        return []  # the backend's check() reports it; there are no job tables to serve
     tasks = getattr(settings, "TASKS", None)
-    return isinstance(tasks, dict) and any(uses_this_backend(alias) for alias in tasks)
+    return [alias for alias in tasks if uses_this_backend(alias)] if isinstance(tasks, dict) else []
+
+
+def _configured() -> bool:
+    return bool(backends())

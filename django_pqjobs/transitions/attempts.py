@@ -197,25 +197,26 @@ class Rescued:
     charged: bool = True  # False: the attempt never started and was given back
 
 
-def rescue_stale(alias: str, stale_after: float) -> list[Rescued] | None:
-    """Give back running jobs whose worker stopped heartbeating ``stale_after`` seconds ago.
+def rescue_stale(
+    alias: str, stale_after: float, worker_id: str | None = None
+) -> list[Rescued] | None:
+    """Give back running jobs whose worker stopped heartbeating ``stale_after`` seconds ago,
+    or, given ``worker_id``, every running job of that worker (an operator says it is gone).
 
     They go to ``ready`` (or ``failed`` when no attempts are left, ``cancelled`` when a
     cancel was requested). An attempt whose handler never started (see
     :func:`mark_started`) is given back instead of counted. Only one rescuer runs at a time
     across all workers: returns None when another holds the lock. Forgets workers that
-    stopped heartbeating as well.
+    stopped heartbeating (and ``worker_id``) as well.
     """
     with transaction.atomic(using=alias), cursor_of(alias) as cursor:
         cursor.execute(QUERIES["take_rescuer_lock"], [REAPER_LOCK_KEY])
         if not cursor.fetchone()[0]:
             return None
         cursor.execute(
-            QUERIES["rescue"], {"stale": float(stale_after), "give_back": GIVE_BACK_LIMIT}
+            QUERIES["rescue"],
+            {"stale": float(stale_after), "give_back": GIVE_BACK_LIMIT, "worker": worker_id},
         )
         rows = cursor.fetchall()
-        cursor.execute(
-            QUERIES["forget_stale_workers"],
-            [float(stale_after)],
-        )
+        cursor.execute(QUERIES["forget_stale_workers"], [float(stale_after), worker_id])
     return [Rescued(int(r[0]), r[1], r[2], int(r[3]), r[4], bool(r[5])) for r in rows]

@@ -22,10 +22,12 @@ VACUUM_MIN_DEAD = 10_000
 VACUUM_DEAD_RATIO = 0.1
 
 
-def reap_stale(alias: str, stale_after: float) -> list[transitions.Rescued] | None:
-    """Rescue stale jobs once, log and announce each one. None when another worker holds
-    the lock."""
-    rescued = transitions.rescue_stale(alias, stale_after)
+def reap_stale(
+    alias: str, stale_after: float, worker_id: str | None = None
+) -> list[transitions.Rescued] | None:
+    """Rescue stale jobs (or every running job of ``worker_id``) once, log and announce each
+    one. None when another worker holds the lock."""
+    rescued = transitions.rescue_stale(alias, stale_after, worker_id)
     if rescued:
         endings.announce_stored(
             alias,

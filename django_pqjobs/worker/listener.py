@@ -78,6 +78,7 @@ class Listener(threading.Thread):
 
     def run(self) -> None:
         failures = 0
+        connected = False
         while not self.stopping.is_set():
             try:
                 with listening_connection(self.alias) as conn:
@@ -85,6 +86,7 @@ class Listener(threading.Thread):
                     self._say_listening(conn, True)
                     self.listening.set()
                     failures = 0
+                    connected = True
                     self.wake.set()  # notifications may have been missed while disconnected
                     while not self.stopping.is_set():
                         for note in conn.notifies(timeout=self._timeout(), stop_after=1):
@@ -98,7 +100,10 @@ class Listener(threading.Thread):
                 failures += 1
                 delay = min(0.5 * 2**failures, 10.0)
                 logger.warning(
-                    "LISTEN connection lost; reconnecting in %.1f s", delay, exc_info=failures == 1
+                    "LISTEN connection %s; reconnecting in %.1f s",
+                    "lost" if connected else "could not be opened",
+                    delay,
+                    exc_info=failures == 1,
                 )
                 self.stopping.wait(delay)
         self.listening.clear()

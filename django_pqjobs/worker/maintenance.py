@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from django.db import DatabaseError, connections
 
 from .. import flow, transitions
-from ..printable import printable
+from ..printable import counted, printable
 from ..schedules.scheduler import Scheduler
 from .db import reset_connection
 from .heartbeats import WorkerIdentity, heartbeat
@@ -120,7 +120,9 @@ class Maintenance(threading.Thread):
             logger.exception("unexpected error in maintenance step %s", name)
             return
         if task.failures:
-            logger.info("maintenance step %s works again after %s failures", name, task.failures)
+            logger.info(
+                "maintenance step %s works again after %s", name, counted(task.failures, "failure")
+            )
             task.failures = 0
 
     def heartbeat(self) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError, connections
 
+from ..printable import counted
 from ..stats import add_totals
 from .db import reset_connection
 from .maintenance import Periodic
@@ -138,9 +139,9 @@ class Reporter(threading.Thread):
         rate = total / seconds if seconds > 0 else 0.0
         running = self.running()
         logger.info(
-            "worker %s: %s attempts in the last %.0f s (%.1f/s): %s; %s running",
+            "worker %s: %s in the last %.0f s (%.1f/s): %s; %s running",
             self.worker_id,
-            total,
+            counted(total, "attempt"),
             seconds,
             rate,
             ", ".join(f"{n} {outcome}" for outcome, n in sorted(by_outcome.items())),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import shlex
 import signal
 import socket
 import threading
@@ -18,8 +19,10 @@ from django.db import DatabaseError, connections
 from .. import endings, options, transitions
 from ..conf import conf
 from ..context import JobContext
+from ..durations import in_words
 from ..models import Job
 from ..policies import DelaySequence
+from ..printable import counted, printable
 from ..statuses import Recorded
 from ..transitions import Fence
 from .claiming import ClaimBatch, Undecodable, claim_jobs
@@ -217,11 +220,11 @@ class Worker:
             self._shutdown()
         counts = ", ".join(f"{n} {name}" for name, n in sorted(self.outcomes.items()))
         logger.info(
-            "worker %s stopped after %s attempts (%s); %s claims, %s of them empty",
+            "worker %s stopped after %s (%s); %s, %s of them empty",
             self.worker_id,
-            self.claimed_total,
+            counted(self.claimed_total, "attempt"),
             counts or "none",
-            self.claims,
+            counted(self.claims, "claim"),
             self.empty_claims,
             extra={
                 "worker_id": self.worker_id,
@@ -586,9 +589,9 @@ class Worker:
         self._give_up_at = deadline + 5
         if self.in_flight:
             logger.info(
-                "waiting up to %.0f s for %s running jobs",
+                "waiting up to %.0f s for %s",
                 self.shutdown_timeout,
-                len(self.in_flight),
+                counted(len(self.in_flight), "running job"),
             )
         while self.in_flight and time.monotonic() < deadline and self._signals_seen < 2:
             self._capacity.wait(0.1)
@@ -644,7 +647,9 @@ class Worker:
                 reset_connection(self.alias)
                 time.sleep(0.5 * (attempt + 1))
                 continue
-            logger.warning("released %s unfinished jobs back to ready: %s", len(released), released)
+            logger.warning(
+                "released %s back to ready: %s", counted(len(released), "unfinished job"), released
+            )
             given_back = set(released)
             for slot in slots:
                 if slot.fence.job_id in given_back:
@@ -652,7 +657,8 @@ class Worker:
                 self._recorded(slot, "released")
             return
         logger.error(
-            "could not release %s jobs; they will be rescued after the stale timeout", len(slots)
+            "could not release %s; they will be rescued after the stale timeout",
+            counted(len(slots), "job"),
         )
 
     def _install_signal_handlers(self) -> None:
@@ -673,5 +679,36 @@ class Worker:
             # lock, and setting it from here would wait for that lock for ever.
             threading.Thread(target=self.stop, name="pqjobs-stop", daemon=True).start()
         else:
-            logger.warning("%s received again: exiting immediately", name)
+            logger.warning("%s received again: exiting now%s", name, self._left_running())
             os._exit(1)
+
+    def _left_running(self) -> str:
+        """What a forced exit leaves ``running`` in the table, and how to free it.
+
+        The slots are read by another thread: the main thread, which this signal handler
+        interrupted, may hold the lock of ``in_flight``. If it does, the reader gives up
+        after a second and the line names no job.
+        """
+        found: list[list[Slot]] = []
+        reader = threading.Thread(
+            target=lambda: found.append(self.in_flight.snapshot()), name="pqjobs-exit", daemon=True
+        )
+        reader.start()
+        reader.join(1.0)
+        command = f"manage.py reap_stale --worker-id {shlex.quote(printable(self.worker_id))}"
+
+        def free(it: str) -> str:
+            return (
+                f"the stale-job rescue gives {it} back after {in_words(self.stale_timeout)} "
+                f"without a heartbeat (STALE_TIMEOUT), or free {it} now with `{command}`"
+            )
+
+        if not found:
+            return "; " + free("the jobs it was running")
+        slots = sorted(found[0], key=lambda slot: slot.job.id)
+        if not slots:
+            return " (no job was running)"
+        shown = ", ".join(f"{s.job.id} ({printable(s.job.job_type)})" for s in slots[:10])
+        more = f" and {len(slots) - 10} more" if len(slots) > 10 else ""
+        left = f"{counted(len(slots), 'job')} left running: {shown}{more}"
+        return f", {left}; " + free("it" if len(slots) == 1 else "them")

@@ -343,9 +343,9 @@ def test_pause_and_resume_a_queue_from_the_dashboard(operator):
 
 def test_pausing_a_job_type_nobody_knows_says_so(operator):
     response = operator.post(PAUSE, {"kind": "job_type", "name": "tests.nope"}, follow=True)
-    assert (
-        "No job or configuration names this job type yet: check the spelling."
-        in (messages_of(response)[0])
+    assert messages_of(response)[0].endswith(
+        " Check the spelling: the job type 'tests.nope' is declared by no @job or @task, and no "
+        "job has it; did you mean 'tests.noop'?"
     )
     known = operator.post(PAUSE, {"kind": "job_type", "name": "tests.noop"}, follow=True)
     assert "check the spelling" not in messages_of(known)[0]

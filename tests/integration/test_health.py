@@ -158,7 +158,7 @@ def test_health_view_tells_staff_why():
     assert response.content.decode().startswith("no worker: 0 of the required 1")
     worker_record("w")
     response = client.get("/health/jobs")
-    assert (response.status_code, response.content) == (200, b"ok: 1 workers alive and claiming\n")
+    assert (response.status_code, response.content) == (200, b"ok: 1 worker alive and claiming\n")
     assert client.get("/health/jobs/lag").status_code == 200
     job_id = enqueue_job("tests.noop", queue="slow")
     Job.objects.filter(pk=job_id).update(run_after=F("run_after") - timedelta(minutes=2))
@@ -197,7 +197,7 @@ def test_anyone_may_probe_the_health_view_and_gets_the_state_alone(settings):
     # the token and staff get the line, with the worker's id
     token = {"HTTP_AUTHORIZATION": "Bearer " + "x" * 40}
     response = anonymous.get("/health/jobs", **token)
-    assert response.content == b"ok: 1 workers alive and claiming\n"
+    assert response.content == b"ok: 1 worker alive and claiming\n"
     assert "Authorization" in response["Vary"]
     WorkerRecord.objects.update(heartbeat_at=timezone.now() - timedelta(hours=1))
     response = anonymous.get("/health/jobs", **token)

@@ -241,7 +241,7 @@ def test_admin_actions_and_commands_through_pgbouncer(bounced):
     out = StringIO()
     call_command("reap_stale", stdout=out)
     call_command("failed_jobs", "--status", "cancelled", "--retry", "--no-input", stdout=out)
-    assert "1 job(s) put back to ready" in out.getvalue()
+    assert "1 job put back to ready" in out.getvalue()
     Job.objects.filter(pk=ready).update(status="cancelled", finished_at=F("created_at"))
     call_command("prune_jobs", "--cancelled", "0s", stdout=out)
     assert "cancelled: deleted 1" in out.getvalue() and not Job.objects.filter(pk=ready).exists()

@@ -52,9 +52,11 @@ def test_sigterm_releases_unfinished_jobs_after_the_grace_period():
     assert list(JobAttempt.objects.values_list("outcome", flat=True)) == ["released"] * 2
 
 
-def test_second_signal_exits_immediately():
-    enqueue_many("tests.sleep", [{"seconds": 30, "blocking": True, "report_start": True}])
-    with run_jobs("-c", "1", "--shutdown-timeout", "60s") as worker:
+def test_second_signal_exits_immediately_saying_which_jobs_it_left_running():
+    [job_id] = enqueue_many(
+        "tests.sleep", [{"seconds": 30, "blocking": True, "report_start": True}]
+    )
+    with run_jobs("-c", "1", "--shutdown-timeout", "60s", "--worker-id", "left") as worker:
         wait_for(lambda: Job.objects.filter(progress__isnull=False).exists(), timeout=15)
         worker.signal(signal.SIGTERM)
         time.sleep(0.5)
@@ -62,6 +64,29 @@ def test_second_signal_exits_immediately():
         worker.signal(signal.SIGINT)
         assert worker.wait(5) == 1  # forced exit; the job is left to stale-job rescue
         assert time.monotonic() - started < 3
+        said = worker.output().splitlines()[-1]
+    assert said.endswith(
+        f"SIGINT received again: exiting now, 1 job left running: {job_id} (tests.sleep); the "
+        "stale-job rescue gives it back after 20 minutes without a heartbeat (STALE_TIMEOUT), "
+        "or free it now with `manage.py reap_stale --worker-id left`"
+    )
+    assert Job.objects.get(pk=job_id).status == "running"
+    out = StringIO()
+    call_command("reap_stale", "--worker-id", "left", stdout=out)  # as the line says
+    assert out.getvalue() == "rescued 1 job of worker left\n"
+    assert Job.objects.get(pk=job_id).status == "ready"
+
+
+def test_a_second_signal_with_nothing_running_says_so():
+    with run_jobs("-c", "1", "--shutdown-timeout", "60s") as worker:
+        wait_for(lambda: "starting" in worker.output(), timeout=15)
+        worker.process.send_signal(signal.SIGSTOP)  # both signals arrive while it is stopped
+        worker.signal(signal.SIGINT)
+        worker.signal(signal.SIGTERM)
+        worker.process.send_signal(signal.SIGCONT)
+        assert worker.wait(5) == 1
+        last = worker.output().splitlines()[-1]
+    assert last.endswith(" received again: exiting now (no job was running)")
 
 
 def test_kill_9_jobs_are_rescued_by_another_worker():
@@ -100,7 +125,7 @@ def test_reap_stale_command_rescues_on_demand():
     text = out.getvalue()
     assert f"job {ready_again} tests.sleep attempt 1 (worker gone) -> ready" in text
     assert f"job {used_up} tests.sleep attempt 1 (worker gone) -> failed" in text
-    assert "rescued 2 stale job(s)" in text
+    assert "rescued 2 stale jobs" in text
     assert Job.objects.get(pk=ready_again).status == "ready"
     assert Job.objects.get(pk=used_up).status == "failed"
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+import traceback
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from django.core.management import call_command
@@ -56,6 +59,8 @@ def test_enqueue_without_the_enqueue_function_says_to_migrate():
     )
     assert "\n" not in message
     assert caught.value.__suppress_context__  # one error, not two tracebacks
+    # raised from enqueue_job itself: the caller's line, not the frames below, leads to it
+    assert [frame.name for frame in traceback.extract_tb(caught.tb)][-1] == "enqueue_job"
     assert enqueue_job("t")  # the function is back: nothing else changed
 
 
@@ -151,6 +156,63 @@ def test_a_project_that_forgot_migrate_is_told_so_by_run_jobs_and_enqueue(empty_
         "pqjobs_enqueue("
     )
     assert "ProgrammingError" not in shell.stderr
+    assert "ready_database" not in shell.stderr and "_insert_plain" not in shell.stderr
+
+
+# --- a database that cannot be reached ----------------------------------------------------
+
+
+def database_url(**changes: str) -> str:
+    """The test database's URL with ``name`` or ``user`` changed."""
+    params = {**connection.settings_dict, **{key.upper(): value for key, value in changes.items()}}
+    password = f":{quote(params['PASSWORD'], safe='')}" if params["PASSWORD"] else ""
+    host = params["HOST"] or "127.0.0.1"
+    return (
+        f"postgres://{quote(params['USER'], safe='')}{password}@{host}:{params['PORT'] or 5432}"
+        f"/{params['NAME']}"
+    )
+
+
+@pytest.mark.parametrize(
+    "wrong, said",
+    [
+        ({"name": "pqjobs_no_such_database"}, 'database "pqjobs_no_such_database" does not exist'),
+        ({"user": "pqjobs_no_such_role"}, 'role "pqjobs_no_such_role" does not exist'),
+    ],
+)
+def test_run_jobs_that_cannot_connect_at_start_says_why_in_one_line_and_exits(wrong, said):
+    """A wrong database name or login is fatal at start: one line, exit 1, at once. (A
+    database that goes away once the worker runs is an outage the worker rides out: see
+    test_hardening.py.)"""
+    started = time.monotonic()
+    worker = django_process(["run_jobs"], DATABASE_URL=database_url(**wrong))
+    assert worker.returncode == 1
+    assert time.monotonic() - started < 30
+    assert worker.stdout == ""
+    [line] = worker.stderr.strip().splitlines()
+    assert line.startswith("CommandError: cannot connect to database 'default': connection to ")
+    assert line.endswith(f" failed: FATAL: {said} (see DATABASES['default'])")
+
+
+def test_the_other_commands_and_the_demo_say_it_in_one_line_too(empty_database):
+    unreachable = database_url(name="pqjobs_no_such_database")
+    for command in (["list_schedules"], ["failed_jobs"], ["pause_jobs", "-q", "emails"]):
+        done = django_process(command, DATABASE_URL=unreachable)
+        assert done.returncode == 1
+        assert done.stderr.startswith("CommandError: cannot connect to database 'default': ")
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        missing = django_process(command, PQJOBS_TEST_DATABASE=empty_database)
+        assert missing.returncode == 1
+        [line] = missing.stderr.strip().splitlines()
+        assert line.startswith(
+            "CommandError: the job tables of database 'default' are missing or out of date: "
+            'run `manage.py migrate` (PostgreSQL said: relation "pqjobs_'
+        )
+    demo = django_process(["demo"], DATABASE_URL=unreachable)
+    assert demo.returncode == 1
+    [line] = demo.stderr.strip().splitlines()
+    assert line.startswith("CommandError: cannot connect to database 'default': ")
+    assert line.endswith("does not exist (see DATABASES['default']); check DATABASE_URL")
 
 
 # --- a database that is not PostgreSQL --------------------------------------------------
@@ -171,7 +233,8 @@ def test_enqueue_on_sqlite_from_a_shell_says_postgresql_is_needed(tmp_path: Path
     )
     assert done.stdout.strip().splitlines()[-1] == (
         "DatabaseNotReady django-pqjobs needs PostgreSQL, but the job database 'default' is "
-        "sqlite (django.db.backends.sqlite3): point PQJOBS['DATABASE'] at a PostgreSQL database"
+        "sqlite (django.db.backends.sqlite3): make DATABASES['default'] a PostgreSQL database, "
+        "or point PQJOBS['DATABASE'] at one"
     ), done.stderr
 
 

@@ -6,7 +6,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from django_pqjobs.printable import printable
+from django_pqjobs.durations import in_words
+from django_pqjobs.printable import counted, printable
 
 COMMANDS = [
     ("run_jobs", []),
@@ -81,3 +82,38 @@ def test_the_default_alias_comes_from_the_settings(settings, command, args):
 )
 def test_printable_escapes_control_characters_only(text, shown):
     assert printable(text) == shown
+
+
+@pytest.mark.parametrize(
+    "seconds, words",
+    [
+        (30 * 86400, "30 days"),
+        (7 * 86400.0, "7 days"),
+        (365 * 86400, "365 days"),
+        (86400, "1 day"),
+        (5400, "1 hour 30 minutes"),
+        (1200, "20 minutes"),
+        (90.5, "1 minute 30.5 seconds"),
+        (1, "1 second"),
+        (0.25, "0.25 seconds"),
+        (0, "0 seconds"),
+    ],
+)
+def test_durations_are_printed_in_words(seconds, words):
+    assert in_words(seconds) == words
+
+
+@pytest.mark.parametrize(
+    "count, noun, plural, shown",
+    [
+        (1, "claim", None, "1 claim"),
+        (0, "claim", None, "0 claims"),
+        (2, "worker", None, "2 workers"),
+        (2592000, "second", None, "2592000 seconds"),
+        (1.0, "second", None, "1 second"),
+        (1.5, "second", None, "1.5 seconds"),
+        (3, "batch", "batches", "3 batches"),
+    ],
+)
+def test_counts_take_the_singular_or_the_plural(count, noun, plural, shown):
+    assert counted(count, noun, plural) == shown

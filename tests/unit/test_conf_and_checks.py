@@ -111,6 +111,10 @@ def test_non_postgresql_engine_is_refused():
         messages = [m for m in run_checks() if m.id == "pqjobs.E001"]
     assert messages
     assert "needs PostgreSQL" in messages[0].msg and "sqlite3" in messages[0].msg
+    assert messages[0].hint == (
+        "Make DATABASES['lite'] a PostgreSQL database (13 or newer, ENGINE "
+        "'django.db.backends.postgresql'), or point PQJOBS['DATABASE'] at one."
+    )
 
 
 def test_environment_variables_are_honoured(monkeypatch):

@@ -1,18 +1,23 @@
 """An executor looks at its connections (a select() per connection) only after it sat idle;
-between back-to-back jobs it trusts what psycopg already knows."""
+between back-to-back jobs it trusts what psycopg already knows. The listener says whether
+its connection was lost or never opened."""
 
 from __future__ import annotations
 
+import logging
 import socket
+import threading
+import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
+import psycopg
 import pytest
 
 from django_pqjobs.context import JobContext
 from django_pqjobs.models import Job
 from django_pqjobs.transitions import Fence
-from django_pqjobs.worker import db, executor
+from django_pqjobs.worker import db, executor, listener
 from django_pqjobs.worker.executor import LOOK_AFTER_IDLE, Executor
 from django_pqjobs.worker.slots import Slot
 
@@ -119,3 +124,46 @@ def test_the_executor_looks_after_idling_and_not_between_back_to_back_jobs(monke
     runner.run(noop_slot(9))
     runner.close()
     assert looks == [True, False, False, True]
+
+
+class ListeningConnection:
+    """Opens, LISTENs, then finds the server gone."""
+
+    def __enter__(self) -> ListeningConnection:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+    def execute(self, sql: str, params: object = None) -> None:
+        pass
+
+    def notifies(self, timeout: float, stop_after: int) -> list[object]:
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+
+def test_the_listener_says_lost_only_of_a_connection_it_had(monkeypatch, caplog) -> None:
+    attempts = iter([psycopg.OperationalError("connection refused"), ListeningConnection()])
+
+    def connect(alias: str) -> ListeningConnection:
+        outcome = next(attempts)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(listener, "listening_connection", connect)
+    monkeypatch.setattr(listener.Listener, "_say_listening", lambda *args: None)
+    caplog.set_level(logging.WARNING, "django_pqjobs")
+    heard = listener.Listener("default", None, threading.Event())
+    heard.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(caplog.records) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        heard.stop()
+        heard.join(5)
+    assert [record.getMessage() for record in caplog.records[:2]] == [
+        "LISTEN connection could not be opened; reconnecting in 1.0 s",
+        "LISTEN connection lost; reconnecting in 1.0 s",
+    ]

@@ -42,6 +42,13 @@ def actor(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def worker_id(text: str) -> str:
+    try:
+        return options.worker_id(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def job_type_name(text: str) -> str:
     try:
         return options.job_type_name(text, "job type")

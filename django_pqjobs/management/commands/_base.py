@@ -6,19 +6,25 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
+from ... import schema
 from ...audit import AuditNotWritable
 from ...conf import conf
+from ...errors import DatabaseNotReady
 
 
 class PQJobsCommand(BaseCommand):
     """A command on the job tables: takes ``--database`` and prints by ``--verbosity``.
 
     Verbosity 0 prints nothing but errors (raised as ``CommandError``), 1 the summary,
-    2 a line per item where there are items.
+    2 a line per item where there are items. A database that cannot be reached, or whose
+    job tables are missing (``migrate`` not run), is such an error: one line, not a
+    traceback.
     """
 
     verbosity = 1
+    database: str | None = None  # the alias the command works on, once known
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
         parser = super().create_parser(prog_name, subcommand, **kwargs)
@@ -35,6 +41,16 @@ class PQJobsCommand(BaseCommand):
             return super().execute(*args, **options)
         except AuditNotWritable as exc:
             raise CommandError(str(exc)) from exc
+        except DatabaseNotReady as exc:
+            raise CommandError(str(exc)) from None
+        except DatabaseError as exc:
+            alias = self.database
+            failure = None
+            if alias is not None:
+                failure = schema.unreachable(exc, alias) or schema.not_migrated(exc, alias)
+            if failure is None:
+                raise
+            raise CommandError(str(failure)) from None
 
     def alias(self, options: dict[str, Any]) -> str:
         """The ``--database`` alias, else ``PQJOBS['DATABASE']``; must be in DATABASES."""
@@ -46,7 +62,8 @@ class PQJobsCommand(BaseCommand):
             raise CommandError(
                 f"database alias {alias!r} is not in DATABASES (configured: {known})"
             )
-        return str(alias)
+        self.database = str(alias)
+        return self.database
 
     def summary(self, line: str) -> None:
         """Print ``line`` at verbosity 1 and above."""
@@ -57,3 +74,8 @@ class PQJobsCommand(BaseCommand):
         """Print ``line`` at verbosity 2 and above."""
         if self.verbosity >= 2:
             self.stdout.write(line)
+
+    def warning(self, line: str) -> None:
+        """Print ``warning: line`` on stderr at verbosity 1 and above."""
+        if self.verbosity >= 1:
+            self.stderr.write(f"warning: {line}")

@@ -7,7 +7,9 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from ... import flow
+from ...printable import printable
 from ._arguments import add_by, job_type_name, queue_name
+from ._base import PQJobsCommand
 
 
 def add_targets(parser: CommandParser, verb: str) -> None:
@@ -46,3 +48,11 @@ def pause(alias: str, kind: str, name: str, by: str) -> bool:
 def resume(alias: str, kind: str, name: str, by: str) -> int | None:
     resume_one = flow.resume_queue if kind == "queue" else flow.resume_job_type
     return resume_one(name, by=by, using=alias)
+
+
+def warn_if_undeclared(command: PQJobsCommand, alias: str, kind: str, name: str) -> None:
+    """Warn (the pause or resume happens all the same) about a queue or job type nothing
+    declares: most likely a typo, which would pause nothing that runs."""
+    why = flow.undeclared(kind, name, alias)
+    if why is not None:
+        command.warning(printable(why))

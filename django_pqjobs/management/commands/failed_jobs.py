@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from datetime import timedelta
 from typing import Any
 
@@ -12,7 +11,7 @@ from django.db.models.functions import Now
 
 from ... import operations
 from ...models import Job
-from ...printable import printable
+from ...printable import counted, printable
 from ._arguments import add_by, duration, positive_int, queue_name, who
 from ._base import PQJobsCommand
 
@@ -84,7 +83,8 @@ class Command(PQJobsCommand):
             "--noinput",
             dest="interactive",
             action="store_false",
-            help="do not ask for confirmation",
+            help="do not ask for confirmation (without it --retry and --cancel ask, and "
+            "act only on 'yes')",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -106,11 +106,8 @@ class Command(PQJobsCommand):
             self.detail_or_summary(self._line(job, status), acting)
         if not acting or not chosen or options["dry_run"]:
             return
-        if options["interactive"] and sys.stdin.isatty():
-            answer = input(f"{verb.capitalize()} {len(chosen)} job(s)? [y/N] ")
-            if answer.strip().lower() not in ("y", "yes"):
-                self.summary("nothing changed")
-                return
+        if options["interactive"]:
+            self._confirm(f"{verb.capitalize()} {counted(len(chosen), 'job')}?", verb)
         changed = self._act(
             alias, [job.pk for job in chosen], status, options["retry"], who(options)
         )
@@ -119,7 +116,20 @@ class Command(PQJobsCommand):
             done = "made due now"
         skipped = len(chosen) - changed
         tail = f"; {skipped} skipped (their status changed meanwhile)" if skipped else ""
-        self.summary(f"{changed} job(s) {done}{tail}")
+        self.summary(f"{counted(changed, 'job')} {done}{tail}")
+
+    def _confirm(self, question: str, verb: str) -> None:
+        """Ask as Django's own commands do (``flush``, ``collectstatic``): only ``yes``,
+        typed in full, goes on; anything else, or no answer, changes nothing (exit 1)."""
+        try:
+            answer = input(f"{question}\n\nType 'yes' to continue, or 'no' to cancel: ")
+        except EOFError:
+            raise CommandError(
+                f"{verb} cancelled: no answer to the confirmation (the input is closed); pass "
+                "--no-input to act without asking"
+            ) from None
+        if answer != "yes":
+            raise CommandError(f"{verb} cancelled: nothing changed")
 
     def detail_or_summary(self, line: str, acting: bool) -> None:
         """Listing is the point without an action; with one, the jobs are detail (-v 2)."""
@@ -152,12 +162,12 @@ class Command(PQJobsCommand):
     def _headline(
         self, total: int, shown: int, status: str, acting: bool, verb: str, dry_run: bool
     ) -> str:
-        what = {"failed": "failed", "cancelled": "cancelled", "retrying": "retrying"}[status]
+        matching = counted(total, f"{status} job") + (" matches" if total == 1 else " match")
         if not acting:
             more = f" (showing the newest {shown}; --limit to see more)" if shown < total else ""
-            return f"{total} {what} job(s) match{more}"
+            return f"{matching}{more}"
         prefix = "dry run: would " if dry_run else "about to "
-        return f"{total} {what} job(s) match; {prefix}{verb} {shown}"
+        return f"{matching}; {prefix}{verb} {shown}"
 
     def _line(self, job: Job, status: str) -> str:
         error = (job.last_error.strip().splitlines() or [job.error_type or "-"])[-1][:160]

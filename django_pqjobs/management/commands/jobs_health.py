@@ -104,5 +104,5 @@ class Command(PQJobsCommand):
             schema = writable_by_everyone(alias)
         except DatabaseError:  # unreachable: the verdict already says so
             return
-        if schema is not None and self.verbosity >= 1:
-            self.stderr.write(f"warning: {printable(open_schema_advice(schema))}")
+        if schema is not None:
+            self.warning(printable(open_schema_advice(schema)))

@@ -10,7 +10,7 @@ from ...flow import paused
 from ...printable import printable
 from ._arguments import who
 from ._base import PQJobsCommand
-from ._pausing import add_targets, pause, targets
+from ._pausing import add_targets, pause, targets, warn_if_undeclared
 
 
 class Command(PQJobsCommand):
@@ -39,6 +39,7 @@ class Command(PQJobsCommand):
             return
         by = who(options)
         for kind, name in wanted:
+            warn_if_undeclared(self, alias, kind, name)
             if pause(alias, kind, name, by):
                 self.summary(f"{kind} {printable(name)} paused")
             else:

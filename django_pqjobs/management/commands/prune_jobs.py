@@ -9,6 +9,7 @@ from django.core.management.base import CommandParser
 
 from ... import audit
 from ...conf import conf
+from ...durations import in_words
 from ...worker.housekeeping import prune, prune_batches
 from ._arguments import duration
 from ._base import PQJobsCommand
@@ -39,7 +40,7 @@ class Command(PQJobsCommand):
         deleted = prune(alias, retention)
         for status, count in deleted.items():
             kept = retention[status]
-            rule = "kept forever" if kept is None else f"older than {kept:g} s"
+            rule = "kept forever" if kept is None else f"older than {in_words(kept)}"
             self.summary(f"{status}: deleted {count} ({rule})")
         self.summary(f"batches: deleted {prune_batches(alias, retention)} (finished, no job left)")
         kept = conf.AUDIT_RETENTION
@@ -50,5 +51,5 @@ class Command(PQJobsCommand):
                 "pqjobs_audit; run prune_jobs as the tables' owner)"
             )
             return
-        rule = "kept forever" if kept is None else f"older than {kept:g} s"
+        rule = "kept forever" if kept is None else f"older than {in_words(kept)}"
         self.summary(f"operator actions: deleted {actions} ({rule})")

@@ -6,10 +6,10 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from ...printable import printable
+from ...printable import counted, printable
 from ._arguments import who
 from ._base import PQJobsCommand
-from ._pausing import add_targets, resume, targets
+from ._pausing import add_targets, resume, targets, warn_if_undeclared
 
 
 class Command(PQJobsCommand):
@@ -28,5 +28,9 @@ class Command(PQJobsCommand):
             released = resume(alias, kind, name, by)
             if released is None:
                 self.summary(f"{kind} {printable(name)} was not paused")
+                warn_if_undeclared(self, alias, kind, name)
             else:
-                self.summary(f"{kind} {printable(name)} resumed ({released} waiting jobs released)")
+                self.summary(
+                    f"{kind} {printable(name)} resumed ({counted(released, 'waiting job')} "
+                    "released)"
+                )

@@ -5,20 +5,26 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.management.base import CommandError, CommandParser
-from django.db import OperationalError
+from django.db import DatabaseError
 
+from ... import monitoring, schema
 from ... import options as job_options
-from ... import schema
 from ...conf import conf
+from ...durations import in_words
 from ...errors import DatabaseNotReady, InvalidJobOption
-from ...printable import printable
+from ...printable import counted, printable
 from ...registry import JobType, registry
+from ...tasks.activation import backends
 from ._arguments import duration, positive_int, queue_name
 from ._base import PQJobsCommand
+
+if TYPE_CHECKING:
+    from ...worker.worker import Worker
 
 
 class Command(PQJobsCommand):
@@ -90,13 +96,9 @@ class Command(PQJobsCommand):
         worker_id = options["worker_id"]
         if worker_id is not None and (not worker_id.strip() or len(worker_id) > 200):
             raise CommandError("--worker-id must be 1-200 characters")
-        _require_migrated(alias)
+        _require_ready(alias)
         _configure_logging(options["verbosity"])
-        job_types = registry.all()
-        names = ", ".join(t.name for t in job_types) or "(none: no jobs modules found)"
-        self.summary(printable(f"job types: {names}"))
-        for job_type in job_types:
-            self.detail(printable(f"    {job_type.name}{_declared_options(job_type)}"))
+        self._say_what_it_runs()
         worker = Worker(
             concurrency=options["concurrency"],
             queues=options["queues"],
@@ -113,20 +115,78 @@ class Command(PQJobsCommand):
         )
         _freeze_startup_heap()
         code = worker.run()
+        if options["burst"]:
+            self._say_what_it_left(worker)
         if code:
             sys.exit(code)
 
+    def _say_what_it_runs(self) -> None:
+        """The job types registered at start and, where ``TASKS`` uses this backend, that
+        tasks run too (a task's module is imported when its first job arrives)."""
+        job_types = registry.all()
+        task_backends = backends()
+        if job_types or not task_backends:
+            names = ", ".join(t.name for t in job_types) or "(none: no jobs modules found)"
+            self.summary(printable(f"job types: {names}"))
+        for job_type in job_types:
+            self.detail(printable(f"    {job_type.name}{_declared_options(job_type)}"))
+        if task_backends:
+            aliases = " and ".join(f"TASKS[{alias!r}]" for alias in task_backends)
+            self.summary(
+                printable(
+                    f"tasks: every @task enqueued through {aliases}, each imported from its "
+                    "app when its first job arrives"
+                )
+            )
 
-def _require_migrated(alias: str) -> None:
-    """Stop with one line when the job tables are missing or behind this code: a worker
-    would otherwise log the same database error on every claim, for ever."""
+    def _say_what_it_left(self, worker: Worker) -> None:
+        """A burst worker's last line: the jobs of its queues it did not run, and when they
+        are due (a retry in its backoff, a delayed job, a schedule's tick that fired as it
+        stopped), so an empty-looking run is not mistaken for an empty queue."""
+        try:
+            left = monitoring.left_behind(worker.alias, worker.queues, worker.min_priority)
+        except DatabaseError:
+            return  # the database went away as the worker stopped: its log says so
+        parts = []
+        if left.due:
+            ticks = left.due_from_schedules
+            by_schedules = f" ({ticks} enqueued by schedules)" if ticks else ""
+            parts.append(f"{counted(left.due, 'job')} due now{by_schedules}")
+        if left.retries:
+            retries = counted(left.retries, "retry", "retries")
+            parts.append(f"{retries}{_due_in(left.retries, left.retry_in)}")
+        if left.delayed:
+            delayed = counted(left.delayed, "delayed job")
+            parts.append(f"{delayed}{_due_in(left.delayed, left.delayed_in)}")
+        if left.paused:
+            parts.append(f"{counted(left.paused, 'job')} held by a pause")
+        if left.limited:
+            parts.append(f"{counted(left.limited, 'job')} held by a concurrency or rate limit")
+        self.summary(f"left behind: {', '.join(parts) or 'nothing'}")
+
+
+def _due_in(count: int, seconds: float | None) -> str:
+    """`` due in 2 seconds``, or ``, the first due in 2 seconds`` for several jobs."""
+    first = ", the first" if count > 1 else ""
+    if seconds is None or not math.isfinite(seconds):
+        return f"{first} never due"  # a run_after of 'infinity', written behind our back
+    # to the second under a minute, else to the minute: "due in 2 hours", not "1 hour 59
+    # minutes 59 seconds"
+    rounded = math.ceil(seconds) if seconds <= 60 else math.ceil(seconds / 60) * 60
+    return f"{first} due in {in_words(max(1, rounded))}"
+
+
+def _require_ready(alias: str) -> None:
+    """Stop with one line when the database cannot be reached at start (a wrong name or
+    password, a server that is not there) or its job tables are missing or behind this
+    code: a worker would otherwise log the same database error on every claim, for ever.
+    A database that goes away once the worker runs is an outage it rides out."""
     try:
         schema.require_postgresql(alias)
+        schema.require_reachable(alias)
         missing = schema.missing_migrations(alias)
     except DatabaseNotReady as exc:
         raise CommandError(str(exc)) from None
-    except OperationalError:
-        return  # the database is not reachable yet: the worker waits for it as it always does
     if missing:
         shown = ", ".join(missing[:3]) + (
             f" and {len(missing) - 3} more" if len(missing) > 3 else ""

@@ -67,10 +67,13 @@ WITH stale AS (
               >= %(give_back)s AS charged
     FROM pqjobs_job j
     WHERE j.status = 'running'
-      AND (j.heartbeat_at IS NULL
-           OR j.heartbeat_at < now() - make_interval(secs => %(stale)s)
-           OR (j.timeout_seconds IS NOT NULL
-               AND j.locked_at < now() - make_interval(secs => j.timeout_seconds + %(stale)s)))
+      -- given a worker id (an operator says it is gone): every running job of that worker
+      AND CASE WHEN %(worker)s::text IS NOT NULL THEN j.locked_by = %(worker)s
+          ELSE j.heartbeat_at IS NULL
+               OR j.heartbeat_at < now() - make_interval(secs => %(stale)s)
+               OR (j.timeout_seconds IS NOT NULL
+                   AND j.locked_at < now() - make_interval(secs => j.timeout_seconds + %(stale)s))
+          END
     ORDER BY j.id
     FOR UPDATE OF j SKIP LOCKED
 ), rescued AS (
@@ -121,7 +124,8 @@ UPDATE pqjobs_job SET progress = %s::jsonb, updated_at = now()
 WHERE id = %s AND status = 'running' AND locked_by = %s AND attempts = %s
 
 -- name: forget_stale_workers
-DELETE FROM pqjobs_worker WHERE heartbeat_at < now() - make_interval(secs => %s)
+DELETE FROM pqjobs_worker
+WHERE heartbeat_at < now() - make_interval(secs => %s) OR worker_id = %s
 
 -- name: take_rescuer_lock
 -- one rescuer at a time across all workers, until the rescue's transaction ends

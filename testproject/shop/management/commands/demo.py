@@ -10,11 +10,11 @@ from io import StringIO
 from typing import Any
 
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
-from django.db import transaction
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DEFAULT_DB_ALIAS, transaction
 from django.db.models import Max, QuerySet, Sum
 
-from django_pqjobs import enqueue_job, enqueue_on_commit
+from django_pqjobs import DatabaseNotReady, enqueue_job, enqueue_on_commit, schema
 from django_pqjobs.models import Job, JobAttempt, Schedule
 from django_pqjobs.worker.worker import Worker
 from shop.models import Order
@@ -41,6 +41,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            schema.require_reachable(DEFAULT_DB_ALIAS)
+        except DatabaseNotReady as exc:
+            raise CommandError(f"{exc}; check DATABASE_URL") from None
         Job.objects.filter(job_type__in=[*DEMO_TYPES, SCHEDULED_TYPE]).delete()
         # Job ids only grow: the jobs of this run are the ones above this id.
         self.first_id = Job.objects.aggregate(last=Max("id"))["last"] or 0
