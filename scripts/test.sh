@@ -39,4 +39,12 @@ fi
 step "migrations are up to date" "$PY" testproject/manage.py makemigrations --check --dry-run
 step "migrations are up to date (test apps)" env DJANGO_SETTINGS_MODULE=tests.settings \
     "$PY" -m django makemigrations --check --dry-run
-step "pytest" "$PY" -m pytest "$@"
+# Three test processes, each with databases of its own (pytest-django suffixes them _gw0,
+# _gw1...): most tests wait on workers, processes and the database rather than compute, so
+# three share two cores well. PQJOBS_TEST_PROCESSES=0 runs them in this process instead.
+PROCESSES="${PQJOBS_TEST_PROCESSES:-3}"
+if [ "$PROCESSES" = "0" ]; then
+    step "pytest" "$PY" -m pytest "$@"
+else
+    step "pytest ($PROCESSES processes)" "$PY" -m pytest -n "$PROCESSES" "$@"
+fi

@@ -10,6 +10,7 @@ the same second database, whose test name is that name + "_second").
 import hashlib
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -78,9 +79,13 @@ DATABASES["second"] = {
     "TEST": {"NAME": f"test_{DATABASES['default']['NAME']}_second"},
 }
 if os.environ.get("PQJOBS_TEST_DATABASE"):
-    for alias, name in [("default", ""), ("second", "_second")]:
-        DATABASES[alias]["NAME"] = os.environ["PQJOBS_TEST_DATABASE"] + name
-        DATABASES[alias]["TEST"] = {"NAME": DATABASES[alias]["NAME"]}
+    # Under pytest-xdist each test process has its databases, suffixed _gw0, _gw1...: the
+    # default one test_<name>_gw0, the second test_<name>_second_gw0.
+    _given = os.environ["PQJOBS_TEST_DATABASE"]
+    _base, _xdist = re.match(r"(.*?)(_gw\d+)?$", _given).groups()  # type: ignore[union-attr]
+    for alias, name in [("default", _given), ("second", f"{_base}_second{_xdist or ''}")]:
+        DATABASES[alias]["NAME"] = name
+        DATABASES[alias]["TEST"] = {"NAME": name}
 # Worker processes of the PgBouncer tests reach the database through PgBouncer
 # (DATABASE_URL) and LISTEN on a direct connection, as the docs tell users to.
 if os.environ.get("PQJOBS_TEST_LISTEN_URL"):
