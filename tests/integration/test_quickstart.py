@@ -106,7 +106,16 @@ def test_the_quickstart_runs_as_written(tmp_path, empty_database):
         wsgi.write("\n" + snippets["quickstart-wsgi"])
     database = connection.settings_dict
     mail = tmp_path / "mail"
-    with (project / "mysite" / "settings.py").open("a") as settings:
+    settings_file = project / "mysite" / "settings.py"
+    backend = "django.core.mail.backends.filebased.EmailBackend"
+    if "MAILERS" in settings_file.read_text():  # Django 6.1's startproject configures mail so
+        mail_settings = (
+            f"MAILERS = {{'default': {{'BACKEND': {backend!r}, "
+            f"'OPTIONS': {{'file_path': {str(mail)!r}}}}}}}\n"
+        )
+    else:
+        mail_settings = f"EMAIL_BACKEND = {backend!r}\nEMAIL_FILE_PATH = {str(mail)!r}\n"
+    with settings_file.open("a") as settings:
         settings.write(
             '\nINSTALLED_APPS += ["shop"]\n'
             + snippets["quickstart-settings"]
@@ -115,8 +124,7 @@ def test_the_quickstart_runs_as_written(tmp_path, empty_database):
             + f"DATABASES['default'].update(NAME={empty_database!r}, "
             + f"USER={database['USER']!r}, PASSWORD={database['PASSWORD']!r}, "
             + f"HOST={database['HOST']!r}, PORT={database['PORT']!r})\n"
-            + "EMAIL_BACKEND = 'django.core.mail.backends.filebased.EmailBackend'\n"
-            + f"EMAIL_FILE_PATH = {str(mail)!r}\n"
+            + mail_settings
         )
     env = {
         **{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
