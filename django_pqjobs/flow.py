@@ -17,6 +17,7 @@ from django.db import connections, transaction
 from . import audit, keys, monitoring, options, transitions
 from .audit import AuditAction
 from .conf import conf
+from .printable import counted
 from .registry import registry
 from .tasks import activation
 from .tasks.errors import TaskNotLoadable
@@ -140,7 +141,7 @@ def _resume(kind: str, name: str, by: str, using: str | None) -> int | None:
     with transaction.atomic(using=alias):
         released = transitions.resume(alias, kind, name)
         if released is not None and actor:
-            detail = f"{released} held job{'' if released == 1 else 's'} released"
+            detail = f"{counted(released, 'held job')} released"
             target = _target(kind, name)
             audit.record(alias, AuditAction.RESUME, actor, target=target, detail=detail)
     return released

@@ -31,6 +31,7 @@ from django.views.decorators.http import require_POST
 from .. import flow, monitoring, operations
 from ..conf import conf
 from ..models import Job, JobAttempt, WorkerRecord
+from ..printable import counted
 from ..serialization import from_json
 from ..tasks.payload import describe_call
 from . import actions, composition, dashboard, display, excerpts, flowcontrol, timeline
@@ -609,7 +610,7 @@ class JobAdmin(GuardedListAdmin):
         deletes all but the running jobs, in batches."""
         if request.POST.get("post") == "yes":
             result = actions.delete_selected(queryset, actions.actor(request))
-            text = f"{result.deleted} job{'' if result.deleted == 1 else 's'} deleted."
+            text = f"{counted(result.deleted, 'job')} deleted."
             if result.skipped:
                 text += f" {result.skipped} skipped: running jobs are not deleted."
             level = messages.SUCCESS if result.deleted else messages.WARNING
@@ -672,7 +673,7 @@ class JobAdmin(GuardedListAdmin):
             format_html("Job {}: {} ({})", job.pk, job.job_type, job.status) for job in jobs
         ]
         if count:
-            listed.append([f"{count} attempt{'' if count == 1 else 's'} of its history"])
+            listed.append([f"{counted(count, 'attempt')} of its history"])
         model_count = {"jobs": len(jobs), "failed attempts": count}
         perms_needed: set[str] = set()
         if not self.has_delete_permission(request):

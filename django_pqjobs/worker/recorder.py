@@ -27,7 +27,7 @@ from .. import endings, transitions
 from ..conf import conf
 from ..durations import to_seconds
 from ..outcomes import Outcome
-from ..policies import DelaySequence, StepBackoff
+from ..policies import DelaySequence, make_backoff
 from ..printable import printable
 from ..registry import registry
 from ..statuses import AttemptOutcome, Recorded
@@ -40,7 +40,7 @@ logger = logging.getLogger("django_pqjobs")
 # What the recorder reports for an outcome it could not write before the worker gave up
 # (shutdown during a database outage): the job stays running and is rescued later.
 UNRECORDED: Recorded = "unrecorded"
-DEFAULT_BACKOFF = StepBackoff()
+DEFAULT_BACKOFF = make_backoff("default")  # what a failing policy falls back to
 
 
 class Unrecorded(Exception):
@@ -163,8 +163,7 @@ class Recorder:
 
     def _write_failure(self, slot: Slot, outcome: Outcome) -> None:
         if outcome.final == "release":
-            released = self._release_after_connection_loss(slot, outcome)
-            if released is not None:
+            if self._release_after_connection_loss(slot, outcome):
                 return
             outcome = charged(outcome)
         delay = 0.0
@@ -210,11 +209,11 @@ class Recorder:
             return
         self.report(slot, outcome, UNRECORDED)
 
-    def _release_after_connection_loss(self, slot: Slot, outcome: Outcome) -> Outcome | None:
+    def _release_after_connection_loss(self, slot: Slot, outcome: Outcome) -> bool:
         """Give the attempt back uncharged (its database connection died under the
         handler), due again after the first loop-error wait, unless this attempt met that
-        ``CONNECTION_LOSS_LIMIT - 1`` times in a row already. Returns None when the caller
-        must charge it (or it was no longer ours: charging is then fenced off too)."""
+        ``CONNECTION_LOSS_LIMIT - 1`` times in a row already. False when the caller must
+        charge it (or it was no longer ours: charging is then fenced off too)."""
         delay = self.retry_delays.delay(0)
 
         def release() -> list[int]:
@@ -231,14 +230,14 @@ class Recorder:
             released = self._persist(release)
         except Unrecorded:
             self.report(slot, outcome, UNRECORDED)
-            return outcome
+            return True
         except DatabaseError:
             logger.exception("the database refused to give back job %s", slot.job.id)
-            return None
+            return False
         if slot.fence.job_id not in released:
-            return None
+            return False
         self.report(slot, outcome, "released", delay=delay)
-        return outcome
+        return True
 
     def _persist(self, operation: Callable[[], Any]) -> Any:
         """Run a write, reconnecting through database restarts for as long as it takes
