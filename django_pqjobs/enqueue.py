@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.db import DatabaseError, connections, transaction
 
-from . import composition, endings, options, schema, signals, tracing, transitions
+from . import composition, endings, options, schema, signals, specification, tracing, transitions
 from .conf import conf
 from .durations import Duration
 from .errors import DatabaseNotReady, DuplicateJob, InvalidJobOption, QueueFull, UnknownJobType
-from .keys import derive_key, flow_key
+from .keys import derive_key
 from .notify import channel, notify_queues
 from .options import Dedupe, WaitingFull
 from .registry import JobType, registry
@@ -100,10 +100,6 @@ def flow_of(
     (``@job(concurrency=..., rate=...)``), ``PQJOBS['QUEUE_RATES']`` and ``key``."""
     where = f"job type {job_type!r}"
     concurrency = known.concurrency if known else None
-    if key is not None and concurrency is None:
-        raise InvalidJobOption(
-            f"{where}: concurrency_key needs a limit: declare @job(..., concurrency=N)"
-        )
     if concurrency is not None and key is None:
         template = known.concurrency_key if known else None
         key = (
@@ -111,8 +107,6 @@ def flow_of(
             if template is None
             else derive_key(template, payload, f"{where} concurrency_key")
         )
-    elif key is not None:
-        key = flow_key(key, f"{where} concurrency_key")
     rate = known.rate if known else None
     rate_key = None
     if rate is not None:
@@ -152,21 +146,12 @@ def prepare(
     job_type: str,
     payload: Any = None,
     *,
-    queue: str | None = None,
-    priority: int | None = None,
-    run_after: datetime | None = None,
-    delay: Duration | None = None,
-    max_attempts: int | None = None,
-    timeout: Duration | None = None,
-    dedupe_key: str | None = None,
-    dedupe: Dedupe | None = None,
-    concurrency_key: str | None = None,
-    depends_on: Sequence[int] | None = None,
-    on_dependency_failure: DependencyPolicy | None = None,
     parent_id: int | None = None,
     schedule_id: int | None = None,
+    **given: Unpack[EnqueueOptions],
 ) -> PreparedJob:
-    """Validate arguments and fill defaults (per job type, then ``PQJOBS``).
+    """Read the job's options (see ``specification.py``) and fill the rest from its type,
+    then ``PQJOBS``.
 
     Everything a database would refuse is refused here, so an enqueue that passes cannot
     fail at INSERT for its data.
@@ -178,47 +163,30 @@ def prepare(
         registered = registry.names()
         close = difflib.get_close_matches(job_type, registered, n=1)
         raise UnknownJobType(job_type, registered, close[0] if close else None)
-    run_at, delay_seconds = options.run_after_or_delay(run_after, delay, where)
-    if queue is None:
-        queue = (known and known.queue) or conf.DEFAULT_QUEUE
-    if priority is None:
-        priority = known.priority if known and known.priority is not None else conf.DEFAULT_PRIORITY
-    if max_attempts is None:
-        max_attempts = (
-            known.max_attempts if known and known.max_attempts is not None else conf.MAX_ATTEMPTS
-        )
-    if timeout is None:
-        timeout_seconds = known.timeout if known and known.timeout is not None else None
-        if timeout_seconds is None:
-            timeout_seconds = conf.DEFAULT_TIMEOUT
-    else:
-        timeout_seconds = options.timeout(timeout, f"{where} timeout")
-    strategy = dedupe if dedupe is not None else (known and known.dedupe) or conf.DEDUPE
-    queue = options.queue_name(queue, f"{where} queue")
-    prerequisites = options.depends_on(depends_on, f"{where} depends_on")
-    if prerequisites and dedupe_key is not None:
-        raise InvalidJobOption(
-            f"{where}: a job with depends_on cannot have a dedupe_key (a waiting job holds no key)"
-        )
+    chosen = specification.declare("call", where, given)
+    specification.check_rules({**specification.declared_by(known), **chosen}, where)
+
+    def value(name: str) -> Any:
+        return chosen[name] if name in chosen else specification.default(name, known)
+
+    queue = value("queue")
     payload_json = serialize_payload(job_type, payload)
     return PreparedJob(
         job_type=job_type,
         payload_json=payload_json,
         queue=queue,
-        priority=options.priority(priority, f"{where} priority"),
-        max_attempts=options.max_attempts(max_attempts, f"{where} max_attempts"),
-        timeout=timeout_seconds,
-        run_at=run_at,
-        delay=delay_seconds,
-        dedupe_key=options.dedupe_key(dedupe_key, f"{where} dedupe_key"),
-        dedupe=options.dedupe(strategy, f"{where} dedupe"),
+        priority=value("priority"),
+        max_attempts=value("max_attempts"),
+        timeout=value("timeout"),
+        run_at=chosen.get("run_after"),
+        delay=chosen.get("delay", 0.0),
+        dedupe_key=chosen.get("dedupe_key"),
+        dedupe=value("dedupe"),
         parent_id=parent_id,
         schedule_id=schedule_id,
-        flow=flow_of(job_type, known, queue, payload, concurrency_key),
-        depends_on=prerequisites,
-        on_dependency_failure=options.dependency_policy(
-            on_dependency_failure, f"{where} on_dependency_failure"
-        ),
+        flow=flow_of(job_type, known, queue, payload, chosen.get("concurrency_key")),
+        depends_on=chosen.get("depends_on", ()),
+        on_dependency_failure=chosen.get("on_dependency_failure", "cancel"),
     )
 
 
@@ -246,10 +214,6 @@ _ENQUEUE_ONE_FLOW = _ENQUEUE_ONE.replace(
     "%s::jsonb)",
     "%s::jsonb, %s::text, %s::integer, %s::text, %s::integer, %s::double precision)",
 )
-_FIND_ACTIVE = """
-    SELECT id, status FROM pqjobs_job
-    WHERE job_type = %s AND dedupe_key = %s AND status IN ('ready', 'blocked', 'running')
-"""
 _KEY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('pqjobs.key'), hashtext(%s))"
 _WAITING = """
     SELECT count(*), max(id) FROM pqjobs_job
@@ -292,13 +256,16 @@ def insert(job: PreparedJob, using: str | None = None) -> int:
     if open_batch is None and not job.depends_on:
         return _insert_plain(job, alias)
     where = f"job type {job.job_type!r}"
-    if job.dedupe_key is not None:
-        raise InvalidJobOption(f"{where}: a batch member cannot have a dedupe_key")
-    if job.flow.max_waiting is not None:
-        # max_waiting may hand back an existing job instead of a new one
-        raise InvalidJobOption(
-            f"{where} declares max_waiting, which batches and depends_on cannot use"
-        )
+    specification.check_rules(
+        {
+            "dedupe_key": job.dedupe_key,
+            "concurrency": job.flow.concurrency_limit,
+            "max_waiting": job.flow.max_waiting,
+            "depends_on": job.depends_on,
+        },
+        where,
+        batch=open_batch is not None,
+    )
     with transaction.atomic(using=alias):
         job_id = _insert_plain(job, alias)
         with connections[alias].cursor() as cursor:
@@ -390,15 +357,9 @@ def _insert(job: PreparedJob, alias: str, params: list[Any]) -> int:
                 )
                 return int(new_id)
             assert job.dedupe_key is not None  # only a dedupe conflict returns NULL
-            cursor.execute(_FIND_ACTIVE, [job.job_type, job.dedupe_key])
-            existing = cursor.fetchone()
-            if existing is None:
-                continue  # the active duplicate finished meanwhile: insert again
-            existing_id, existing_status = int(existing[0]), existing[1]
-            if job.dedupe == "error":
-                raise DuplicateJob(job.job_type, job.dedupe_key, existing_id)
-            if job.dedupe == "replace" and existing_status in ("ready", "blocked"):
-                continue  # another enqueuer's ready job appeared: replace it too
+            existing_id = _answer_duplicates(cursor, job, [job.dedupe_key]).get(job.dedupe_key)
+            if existing_id is None:
+                continue
             signals.job_enqueued.send(
                 sender=job.job_type, job_id=existing_id, job_type=job.job_type, created=False
             )
@@ -497,7 +458,7 @@ def enqueue_on_commit(
     transaction.on_commit(lambda: insert(job, alias), using=alias)
 
 
-_FIND_ACTIVE_MANY = """
+_FIND_ACTIVE = """
     SELECT dedupe_key, id, status FROM pqjobs_job
     WHERE job_type = %s AND dedupe_key = ANY(%s) AND status IN ('ready', 'blocked', 'running')
 """
@@ -590,15 +551,18 @@ def enqueue_many(
     flows = [template.flow] + [
         flow_of(job_type, known, template.queue, payload, None) for payload in payload_list[1:]
     ]
-    if template.flow.max_waiting is not None:
-        raise InvalidJobOption(
-            f"job type {job_type!r} declares max_waiting, which enqueue_many cannot apply "
-            "job by job; use enqueue_job"
-        )
     alias = using or conf.DATABASE
     open_batch = composition.batch_for(alias)
-    if open_batch is not None and any(key is not None for key in keys):
-        raise InvalidJobOption(f"job type {job_type!r}: batch members cannot have dedupe_keys")
+    specification.check_rules(
+        {
+            "dedupe_key": next((key for key in keys if key is not None), None),
+            "concurrency": template.flow.concurrency_limit,
+            "max_waiting": template.flow.max_waiting,
+        },
+        f"job type {job_type!r}",
+        batch=open_batch is not None,
+        many=True,
+    )
     span = tracing.enqueue_span(job_type, template.queue, len(texts))
     trace_context = None if span is None else span.context_json
     with (
@@ -697,28 +661,38 @@ def _insert_many(
                 duplicates.append((n, key))
         if not duplicates:
             return _resolved(ids), inserted
-        cursor.execute(_FIND_ACTIVE_MANY, [job.job_type, sorted({key for _, key in duplicates})])
-        active: dict[str, tuple[int, str]] = {
-            key: (int(job_id), status) for key, job_id, status in cursor.fetchall()
-        }
-        if job.dedupe == "error" and active:
-            found = {key: active[key][0] for _, key in duplicates if key in active}
-            key, existing_id = next(iter(found.items()))
-            raise DuplicateJob(job.job_type, key, existing_id, duplicates=found)
+        kept = _answer_duplicates(cursor, job, [key for _, key in duplicates])
         todo = []
         for n, key in duplicates:
-            found_job = active.get(key)
-            waiting = found_job is not None and found_job[1] in ("ready", "blocked")
-            if found_job is None or (job.dedupe == "replace" and waiting):
-                todo.append(n)  # finished meanwhile, or a newer ready one to replace: again
+            if key in kept:
+                ids[n] = kept[key]
             else:
-                ids[n] = found_job[0]
+                todo.append(n)
         if not todo:
             return _resolved(ids), inserted
     raise RuntimeError(
         f"could not enqueue {len(todo)} jobs of type {job.job_type!r}: their active "
         f"duplicates kept changing ({_DEDUPE_RETRIES} tries)"
     )
+
+
+def _answer_duplicates(cursor: Any, job: PreparedJob, keys: list[str]) -> dict[str, int]:
+    """What ``job.dedupe`` makes of keys whose insert met an active job: the id that takes
+    each key's place (its active job's), or :class:`DuplicateJob` under ``"error"``. A key
+    left out is inserted again: its active job finished meanwhile, or (``"replace"``)
+    another enqueuer's ready one appeared, to be replaced too."""
+    cursor.execute(_FIND_ACTIVE, [job.job_type, sorted(set(keys))])
+    active = {key: (int(job_id), status) for key, job_id, status in cursor.fetchall()}
+    if job.dedupe == "error" and active:
+        found = {key: active[key][0] for key in keys if key in active}
+        key, existing_id = next(iter(found.items()))
+        raise DuplicateJob(job.job_type, key, existing_id, duplicates=found)
+    replacing = job.dedupe == "replace"
+    return {
+        key: job_id
+        for key, (job_id, status) in active.items()
+        if not (replacing and status in ("ready", "blocked"))
+    }
 
 
 def _resolved(ids: list[int | None]) -> list[int]:

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import options
+from . import options, specification
 from .durations import Duration
 from .errors import InvalidJobOption, JobTypeAlreadyRegistered
-from .keys import KeyTemplate, key_template
+from .keys import KeyTemplate
 from .options import Dedupe, Isolation, Rate, WaitingFull
-from .policies import BackoffPolicy, make_backoff
+from .policies import BackoffPolicy
 from .recurrence import ScheduleError, ScheduleSpec, build_spec
 
 if TYPE_CHECKING:
@@ -195,53 +195,29 @@ def job(
         raise InvalidJobOption("use @job('name', ...) or @job() - not bare @job")
     if name is not None:
         options.job_type_name(name, "@job name")
-    chosen: dict[str, Any] = {"atomic": bool(atomic)}
     where = f"@job({name!r})" if name else "@job()"
-    if queue is not None:
-        chosen["queue"] = options.queue_name(queue, f"{where} queue")
-    if priority is not None:
-        chosen["priority"] = options.priority(priority, f"{where} priority")
-    if max_attempts is not None:
-        chosen["max_attempts"] = options.max_attempts(max_attempts, f"{where} max_attempts")
-    if timeout is not None:
-        chosen["timeout"] = options.timeout(timeout, f"{where} timeout")
-    if backoff is not None:
-        try:
-            chosen["backoff"] = make_backoff(backoff, f"{where} backoff")
-        except ValueError as exc:
-            raise InvalidJobOption(str(exc)) from None
-    if dedupe is not None:
-        chosen["dedupe"] = options.dedupe(dedupe, f"{where} dedupe")
-    if isolation is not None:
-        chosen["isolation"] = options.isolation(isolation, f"{where} isolation")
-    if memory_limit is not None:
-        chosen["memory_limit"] = options.memory_limit(memory_limit, f"{where} memory_limit")
-        if chosen.get("isolation") != "process":
-            raise InvalidJobOption(f"{where}: memory_limit needs isolation='process'")
-    if concurrency is not None:
-        chosen["concurrency"] = options.concurrency_limit(concurrency, f"{where} concurrency")
-    if concurrency_key is not None:
-        if concurrency is None:
-            raise InvalidJobOption(f"{where}: concurrency_key needs concurrency=N")
-        chosen["concurrency_key"] = key_template(concurrency_key, f"{where} concurrency_key")
-    if max_waiting is not None:
-        if concurrency is None:
-            raise InvalidJobOption(f"{where}: max_waiting needs concurrency=N")
-        chosen["max_waiting"] = options.concurrency_limit(max_waiting, f"{where} max_waiting")
-    chosen["when_waiting_full"] = options.waiting_full(
-        when_waiting_full, f"{where} when_waiting_full"
+    chosen = specification.declare(
+        "type",
+        where,
+        {
+            "queue": queue,
+            "priority": priority,
+            "max_attempts": max_attempts,
+            "timeout": timeout,
+            "backoff": backoff,
+            "dedupe": dedupe,
+            "atomic": atomic,
+            "isolation": isolation,
+            "memory_limit": memory_limit,
+            "concurrency": concurrency,
+            "concurrency_key": concurrency_key,
+            "max_waiting": max_waiting,
+            "when_waiting_full": when_waiting_full,
+            "rate": rate,
+            "rate_key": rate_key,
+        },
     )
-    if rate is not None:
-        chosen["rate"] = options.rate(rate, f"{where} rate")
-    if rate_key is not None:
-        if rate is None:
-            raise InvalidJobOption(f"{where}: rate_key needs rate='N/period'")
-        chosen["rate_key"] = key_template(rate_key, f"{where} rate_key")
-    if atomic and chosen.get("isolation") == "process":
-        raise InvalidJobOption(
-            f"{where}: atomic=True and isolation='process' cannot be combined (the job's "
-            "transaction lives in the worker, the handler in a child process)"
-        )
+    specification.check_rules(chosen, where)
 
     scheduled = cron is not None or interval is not None
     schedule_options = {

@@ -12,14 +12,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
+from .. import specification
 from ..errors import InvalidJobOption
 from ..options import Dedupe, Isolation
-from ..options import dedupe as validate_dedupe
-from ..options import isolation as validate_isolation
-from ..options import max_attempts as validate_max_attempts
-from ..options import memory_limit as parse_memory
-from ..options import timeout as validate_timeout
-from ..policies import BackoffPolicy, make_backoff
+from ..policies import BackoffPolicy
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -28,12 +24,7 @@ DedupeKey = str | Callable[..., str | None]
 # The keys of a backend's OPTIONS and the task option each sets a default for. There is no
 # backend-wide dedupe key: a key only means something for one task.
 BACKEND_OPTIONS = {
-    "MAX_ATTEMPTS": "max_attempts",
-    "TIMEOUT": "timeout",
-    "BACKOFF": "backoff",
-    "ISOLATION": "isolation",
-    "MEMORY_LIMIT": "memory_limit",
-    "DEDUPE": "dedupe",
+    name.upper(): name for name in specification.names_at("task") if name != "dedupe_key"
 }
 
 _DECLARED = "pqjobs_task_options"
@@ -51,20 +42,17 @@ class TaskOptions:
     dedupe_key: DedupeKey | None = None
     dedupe: Dedupe | None = None
 
+    def given(self) -> dict[str, Any]:
+        """The options set here."""
+        found = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: value for name, value in found.items() if value is not None}
+
     def over(self, defaults: TaskOptions) -> TaskOptions:
         """These options, with ``defaults`` filling the ones not set."""
-        return replace(
-            defaults,
-            **{
-                f.name: getattr(self, f.name)
-                for f in fields(self)
-                if getattr(self, f.name) is not None
-            },
-        )
+        return replace(defaults, **self.given())
 
     def check_combination(self, where: str) -> None:
-        if self.memory_limit is not None and self.isolation != "process":
-            raise InvalidJobOption(f"{where}: memory_limit needs isolation='process'")
+        specification.check_rules(self.given(), where)
 
 
 OPTION_NAMES = tuple(f.name for f in fields(TaskOptions))
@@ -77,34 +65,7 @@ def parse_options(
 
     Errors name an option as ``label(name)`` (default: ``"<where> <name>"``).
     """
-    unknown = sorted(set(raw) - set(OPTION_NAMES))
-    if unknown:
-        raise InvalidJobOption(
-            f"{where}: unknown option(s) {', '.join(unknown)}; known: {', '.join(OPTION_NAMES)}"
-        )
-    values: dict[str, Any] = {}
-    for name, value in raw.items():
-        if value is None:
-            continue
-        what = label(name) if label else f"{where} {name}"
-        if name == "max_attempts":
-            values[name] = validate_max_attempts(value, what)
-        elif name == "timeout":
-            values[name] = validate_timeout(value, what)
-        elif name == "backoff":
-            try:
-                values[name] = make_backoff(value, what)
-            except ValueError as exc:
-                raise InvalidJobOption(str(exc)) from None
-        elif name == "isolation":
-            values[name] = validate_isolation(value, what)
-        elif name == "memory_limit":
-            values[name] = parse_memory(value, what)
-        elif name == "dedupe_key":
-            values[name] = _validate_dedupe_key(value, what)
-        elif name == "dedupe":
-            values[name] = validate_dedupe(value, what)
-    return TaskOptions(**values)
+    return TaskOptions(**specification.declare("task", where, raw, label))
 
 
 def parse_backend_options(raw: object, alias: str) -> TaskOptions:
@@ -126,17 +87,6 @@ def parse_backend_options(raw: object, alias: str) -> TaskOptions:
     )
     options.check_combination(where)
     return options
-
-
-def _validate_dedupe_key(value: object, what: str) -> DedupeKey:
-    if callable(value):
-        return value
-    if isinstance(value, str) and 0 < len(value) <= 255:
-        return value
-    raise InvalidJobOption(
-        f"{what} must be a string of 1-255 characters, or a function of the task's arguments "
-        f"that returns one (or None), got {value!r}"
-    )
 
 
 def task_options(**options: Any) -> Callable[[F], F]:

@@ -1,0 +1,233 @@
+"""A job's options, each declared once: how its value is read, where it may be given, what
+it falls back to, and the rules between options.
+
+An option may be given in up to three places: ``@job(...)`` (a default for the type's
+jobs), ``enqueue_job(...)`` and its siblings (this job), and a task's options
+(``@task_options``, ``@task(...)``, a backend's ``OPTIONS``). Each place reads its values
+with :func:`declare`, so a value is judged by one reader wherever it is given, and then
+checks the rules between options with :func:`check_rules`, written once here. A job that
+gives no value gets its type's, else the ``PQJOBS`` setting's (:func:`default`). The
+database holds jobs enqueued from SQL to the same rules (``sql/schema/enqueue.sql``).
+
+To add a job option: declare it in ``OPTIONS`` (and its rules in :func:`check_rules`), give
+it its keyword where it may be given (``registry.job``, ``enqueue.enqueue_job``, which keep
+typed signatures), and read it where it acts.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from . import options
+from .conf import conf
+from .errors import InvalidJobOption
+from .keys import flow_key, key_template
+from .policies import make_backoff
+
+if TYPE_CHECKING:
+    from .registry import JobType
+
+Place = Literal["type", "call", "task"]
+Reader = Callable[[Any, str], Any]
+
+PLACE_NAMES: dict[Place, str] = {"type": "@job", "call": "enqueue_job", "task": "a task"}
+
+
+def _backoff(value: object, what: str) -> Any:
+    try:
+        return make_backoff(value, what)
+    except ValueError as exc:
+        raise InvalidJobOption(str(exc)) from None
+
+
+def _flag(value: object, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidJobOption(f"{what} must be True or False, got {value!r:.120}")
+    return value
+
+
+def _task_dedupe_key(value: object, what: str) -> Any:
+    """A task's key: a string, or a function of the task's arguments returning one (or None)."""
+    if callable(value):
+        return value
+    if isinstance(value, str) and 0 < len(value) <= options.DEDUPE_KEY_MAX_LENGTH:
+        return options.storable_text(value, what)
+    raise InvalidJobOption(
+        f"{what} must be a string of 1-{options.DEDUPE_KEY_MAX_LENGTH} characters, or a "
+        f"function of the task's arguments that returns one (or None), got {value!r:.120}"
+    )
+
+
+@dataclass(frozen=True)
+class Option:
+    """One job option. ``read`` validates and normalises a value (raising
+    :class:`~django_pqjobs.InvalidJobOption` that names it); ``read_at`` overrides it for
+    a place that takes another form (a key template on the type, a literal key per job)."""
+
+    name: str
+    read: Reader
+    places: frozenset[Place]
+    setting: str | None = None  # the PQJOBS key that applies when no place gives a value
+    read_at: tuple[tuple[Place, Reader], ...] = ()
+
+    def reader(self, place: Place) -> Reader:
+        return dict(self.read_at).get(place, self.read)
+
+
+def _option(
+    name: str,
+    read: Reader,
+    *places: Place,
+    setting: str | None = None,
+    read_at: tuple[tuple[Place, Reader], ...] = (),
+) -> Option:
+    return Option(name, read, frozenset(places), setting, read_at)
+
+
+OPTIONS: dict[str, Option] = {
+    option.name: option
+    for option in (
+        _option("queue", options.queue_name, "type", "call", setting="DEFAULT_QUEUE"),
+        _option("priority", options.priority, "type", "call", setting="DEFAULT_PRIORITY"),
+        _option(
+            "max_attempts", options.max_attempts, "type", "call", "task", setting="MAX_ATTEMPTS"
+        ),
+        _option("timeout", options.timeout, "type", "call", "task", setting="DEFAULT_TIMEOUT"),
+        # the worker applies PQJOBS["BACKOFF"] when an attempt fails, not at enqueue
+        _option("backoff", _backoff, "type", "task"),
+        _option("dedupe", options.dedupe, "type", "call", "task", setting="DEDUPE"),
+        _option(
+            "dedupe_key",
+            options.dedupe_key,
+            "call",
+            "task",
+            read_at=(("task", _task_dedupe_key),),
+        ),
+        _option("atomic", _flag, "type"),
+        # the worker applies PQJOBS["ISOLATION"] when the type sets none
+        _option("isolation", options.isolation, "type", "task"),
+        _option("memory_limit", options.memory_limit, "type", "task"),
+        _option("concurrency", options.concurrency_limit, "type"),
+        _option(
+            "concurrency_key",
+            flow_key,
+            "type",
+            "call",
+            read_at=(("type", key_template),),
+        ),
+        _option("max_waiting", options.concurrency_limit, "type"),
+        _option("when_waiting_full", options.waiting_full, "type"),
+        _option("rate", options.rate, "type"),
+        _option("rate_key", key_template, "type"),
+        _option("run_after", options.run_after, "call"),
+        _option("delay", options.delay, "call"),
+        _option("depends_on", options.depends_on, "call"),
+        _option("on_dependency_failure", options.dependency_policy, "call"),
+    )
+}
+
+
+@functools.cache
+def names_at(place: Place) -> tuple[str, ...]:
+    """The options that may be given at ``place``, in declaration order."""
+    return tuple(name for name, option in OPTIONS.items() if place in option.places)
+
+
+def declare(
+    place: Place,
+    where: str,
+    given: Mapping[str, Any],
+    label: Callable[[str], str] | None = None,
+) -> dict[str, Any]:
+    """Read the options ``given`` at ``place`` (``None``: not given).
+
+    Returns the read values of those given. An error names the option as ``label(name)``
+    (default ``"<where> <name>"``); an option ``place`` does not take is refused by name.
+    The rules between options are the caller's to check (:func:`check_rules`), once every
+    value that applies is known: a task's isolation may come from its backend, a job's
+    concurrency from its type.
+    """
+    known = names_at(place)
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise InvalidJobOption(
+            f"{where}: unknown option(s) {', '.join(unknown)}; {PLACE_NAMES[place]} takes: "
+            f"{', '.join(known)}"
+        )
+    chosen: dict[str, Any] = {}
+    for name, value in given.items():
+        if value is not None:
+            what = label(name) if label else f"{where} {name}"
+            chosen[name] = OPTIONS[name].reader(place)(value, what)
+    return chosen
+
+
+def check_rules(
+    values: Mapping[str, Any], where: str, *, batch: bool = False, many: bool = False
+) -> None:
+    """Refuse options that cannot go together. ``values``: the read values that are set
+    (a job's own over its type's); ``batch``: the job joins a batch; ``many``: it is
+    enqueued by ``enqueue_many``."""
+    get = values.get
+    if get("memory_limit") is not None and get("isolation") != "process":
+        raise InvalidJobOption(f"{where}: memory_limit needs isolation='process'")
+    if get("atomic") and get("isolation") == "process":
+        raise InvalidJobOption(
+            f"{where}: atomic=True and isolation='process' cannot be combined (the job's "
+            "transaction lives in the worker, the handler in a child process)"
+        )
+    for needs_limit in ("concurrency_key", "max_waiting"):
+        if get(needs_limit) is not None and get("concurrency") is None:
+            raise InvalidJobOption(
+                f"{where}: {needs_limit} needs a limit: declare @job(..., concurrency=N)"
+            )
+    if get("rate_key") is not None and get("rate") is None:
+        raise InvalidJobOption(f"{where}: rate_key needs rate='N/period'")
+    if get("run_after") is not None and get("delay") is not None:
+        raise InvalidJobOption(f"{where}: give run_after or delay, not both")
+    wait = get("delay")
+    if wait and datetime.now(UTC) + timedelta(seconds=wait) > options.LATEST_RUN_AFTER:
+        raise InvalidJobOption(f"{where} delay reaches past the year 9999, got {wait!r}")
+    if get("dedupe_key") is not None:
+        if get("depends_on"):
+            raise InvalidJobOption(
+                f"{where}: a job with depends_on cannot have a dedupe_key "
+                "(a waiting job holds no key)"
+            )
+        if batch:
+            raise InvalidJobOption(f"{where}: a batch member cannot have a dedupe_key")
+    if get("max_waiting") is not None:
+        # max_waiting may hand back an existing job instead of a new one
+        if many:
+            raise InvalidJobOption(
+                f"{where} declares max_waiting, which enqueue_many cannot apply job by job; "
+                "use enqueue_job"
+            )
+        if batch or get("depends_on"):
+            raise InvalidJobOption(
+                f"{where} declares max_waiting, which batches and depends_on cannot use"
+            )
+
+
+def declared_by(job_type: JobType | None) -> dict[str, Any]:
+    """The options a job type declared (those set), as ``@job`` read them."""
+    if job_type is None:
+        return {}
+    found = {name: getattr(job_type, name, None) for name in names_at("type")}
+    return {
+        name: value for name, value in found.items() if value is not None and value is not False
+    }
+
+
+def default(name: str, job_type: JobType | None) -> Any:
+    """The value of option ``name`` for a job that does not give it: its type's, else the
+    setting's (``None`` where neither says)."""
+    declared = getattr(job_type, name, None) if job_type is not None else None
+    if declared is not None:
+        return declared
+    setting = OPTIONS[name].setting
+    return getattr(conf, setting) if setting is not None else None

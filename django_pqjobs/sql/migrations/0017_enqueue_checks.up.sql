@@ -1,0 +1,132 @@
+-- pqjobs_enqueue() refuses the arguments Python's enqueue refuses (specification.py), for
+-- callers that enqueue from SQL. Its privileges are kept (CREATE OR REPLACE).
+CREATE OR REPLACE FUNCTION :"schema".pqjobs_enqueue(
+    p_job_type text,
+    p_queue text,
+    p_payload jsonb,
+    p_priority integer,
+    p_max_attempts integer,
+    p_run_at timestamptz,
+    p_delay_seconds double precision,
+    p_timeout_seconds double precision,
+    p_dedupe_key text,
+    p_parent_id bigint,
+    p_schedule_id bigint,
+    p_notify_channel text,
+    p_trace_context jsonb DEFAULT NULL,
+    p_concurrency_key text DEFAULT NULL,
+    p_concurrency_limit integer DEFAULT NULL,
+    p_rate_key text DEFAULT NULL,
+    p_rate_limit integer DEFAULT NULL,
+    p_rate_period double precision DEFAULT NULL
+) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    new_id bigint;
+    -- C0 controls and DEL, as options.py refuses them in names and keys
+    control constant text := '[\x01-\x1f\x7f]';
+    -- durations.MAX_DURATION: 100 years
+    max_seconds constant double precision := 3153600000;
+BEGIN
+    -- The rules specification.py applies to every enqueue from Python, for callers that
+    -- enqueue from SQL: a bad argument is refused with its name, never stored.
+    -- (NaN compares greater than every number, so the upper bounds refuse it too.)
+    IF p_job_type IS NULL OR btrim(p_job_type) = '' OR p_job_type ~ control THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: job_type must be non-empty text without control '
+            'characters, got %', quote_nullable(left(p_job_type, 120))
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_queue IS NULL OR btrim(p_queue) = '' OR p_queue ~ control THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: queue must be non-empty text without control '
+            'characters, got %', quote_nullable(left(p_queue, 120))
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_priority IS NULL OR p_max_attempts IS NULL OR p_max_attempts < 1 THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: priority must be a whole number and max_attempts '
+            'at least 1, got % and %', quote_nullable(p_priority),
+            quote_nullable(p_max_attempts)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_run_at IS NOT NULL
+       AND NOT p_run_at BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: run_after must be between the years 1 and 9999, '
+            'got %', p_run_at
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_delay_seconds IS NULL OR NOT (p_delay_seconds >= 0 AND p_delay_seconds <= max_seconds)
+    THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: delay must be 0 or more seconds, at most 100 years, '
+            'got %', quote_nullable(p_delay_seconds)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_timeout_seconds IS NOT NULL
+       AND NOT (p_timeout_seconds > 0 AND p_timeout_seconds <= max_seconds) THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: timeout must be more than 0 seconds, at most 100 '
+            'years, got %', p_timeout_seconds
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_dedupe_key = '' THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: dedupe_key must be NULL or non-empty text'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (p_concurrency_key IS NULL) <> (p_concurrency_limit IS NULL)
+       OR p_concurrency_limit < 1 OR p_concurrency_key = '' OR p_concurrency_key ~ control THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: concurrency_key needs a limit (both or neither; the '
+            'limit at least 1, the key non-empty without control characters), got % and %',
+            quote_nullable(left(p_concurrency_key, 120)), quote_nullable(p_concurrency_limit)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (p_rate_key IS NULL) <> (p_rate_limit IS NULL)
+       OR (p_rate_key IS NULL) <> (p_rate_period IS NULL) OR p_rate_limit < 1
+       OR NOT (p_rate_period >= 0.001 AND p_rate_period <= max_seconds)
+       OR p_rate_key = '' OR p_rate_key ~ control THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: rate_key needs a rate (key, limit and period, or '
+            'none; the limit at least 1, the period between 1 ms and 100 years), got %, % and %',
+            quote_nullable(left(p_rate_key, 120)), quote_nullable(p_rate_limit),
+            quote_nullable(p_rate_period)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_dedupe_key IS NULL THEN
+        -- Two INSERTs on purpose: ON CONFLICT cannot be made conditional without dynamic
+        -- SQL, which would lose the cached plan. Without a key no conflict is possible,
+        -- so this one spares the server the arbiter-index work.
+        INSERT INTO :"schema".pqjobs_job (
+            job_type, queue, payload, status, priority, attempts, max_attempts, run_after,
+            timeout_seconds, dedupe_key, parent_id, schedule_id, last_error, error_type,
+            trace_context, created_at, updated_at, concurrency_key, concurrency_limit,
+            rate_key, rate_limit, rate_period
+        ) VALUES (
+            p_job_type, p_queue, p_payload, 'ready', p_priority, 0, p_max_attempts,
+            COALESCE(p_run_at, now()) + make_interval(secs => p_delay_seconds),
+            p_timeout_seconds, NULL, p_parent_id, p_schedule_id, '', '', p_trace_context,
+            now(), now(), p_concurrency_key, p_concurrency_limit, p_rate_key, p_rate_limit,
+            p_rate_period
+        )
+        RETURNING id INTO new_id;
+    ELSE
+        INSERT INTO :"schema".pqjobs_job (
+            job_type, queue, payload, status, priority, attempts, max_attempts, run_after,
+            timeout_seconds, dedupe_key, parent_id, schedule_id, last_error, error_type,
+            trace_context, created_at, updated_at, concurrency_key, concurrency_limit,
+            rate_key, rate_limit, rate_period
+        ) VALUES (
+            p_job_type, p_queue, p_payload, 'ready', p_priority, 0, p_max_attempts,
+            COALESCE(p_run_at, now()) + make_interval(secs => p_delay_seconds),
+            p_timeout_seconds, p_dedupe_key, p_parent_id, p_schedule_id, '', '',
+            p_trace_context, now(), now(), p_concurrency_key, p_concurrency_limit,
+            p_rate_key, p_rate_limit, p_rate_period
+        )
+        ON CONFLICT (job_type, dedupe_key)
+            WHERE dedupe_key IS NOT NULL AND status IN ('ready', 'blocked', 'running')
+            DO NOTHING
+        RETURNING id INTO new_id;
+    END IF;
+    IF new_id IS NOT NULL AND p_notify_channel IS NOT NULL
+       AND :"schema".pqjobs_anyone_listens() THEN
+        PERFORM pg_notify(p_notify_channel, p_queue);
+    END IF;
+    RETURN new_id;
+END
+$$;
