@@ -50,7 +50,7 @@ FINISHED_STATUSES: tuple[JobStatus, ...] = (
 )
 
 
-class AttemptOutcome(models.TextChoices):
+class FailureKind(models.TextChoices):
     """How an attempt that did not succeed ended (one row of the attempt history each)."""
 
     ERROR = "error", "Error (retryable)"
@@ -84,13 +84,13 @@ class AuditAction(models.TextChoices):
 # remain (else failed, the dead-letter state); "failed" and "cancelled" end it at once;
 # "release" gives the attempt back uncharged (its database connection died under it), a
 # bounded number of times in a row, and charges it like "auto" after that.
-EndStatus = Literal["auto", "failed", "cancelled", "release"]
+AfterFailure = Literal["auto", "failed", "cancelled", "release"]
 
 # How the worker recorded an attempt (the ``outcome`` of ``job_finished``, the worker's
 # counts): the job's new status, "retry" (back to ready after a backoff), "lost" (the
 # attempt was no longer ours), "released" (given back at shutdown) or "unrecorded" (the
 # database stayed unreachable until the worker stopped; the job is rescued later).
-Recorded = Literal["done", "retry", "failed", "cancelled", "lost", "released", "unrecorded"]
+Outcome = Literal["done", "retry", "failed", "cancelled", "lost", "released", "unrecorded"]
 
 # What a job waiting for dependencies does when one of them fails for good, is cancelled or
 # is deleted: be cancelled too (the default), or run anyway once all of them are finished.

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from django.db import DatabaseError, connections
 
 from .. import transitions
-from ..outcomes import Outcome
+from ..verdicts import Verdict
 from .db import reset_connection
 from .recorder import Recorder
 from .slots import Slot
@@ -47,7 +47,7 @@ MAX_BATCH = 500
 START_MARK_DELAY = 0.1  # seconds a handler runs before its start is written
 HOLD_MAX_AGE = 0.05  # seconds a success may be held in stream mode
 
-_Item = tuple[Slot, Outcome]
+_Item = tuple[Slot, Verdict]
 
 
 def _frees_nothing(slot: Slot) -> bool:
@@ -86,20 +86,20 @@ class Completer(threading.Thread):
         self._held_since = 0.0
         self._held_lock = threading.Lock()
 
-    def submit(self, slot: Slot, outcome: Outcome) -> None:
+    def submit(self, slot: Slot, verdict: Verdict) -> None:
         """Record ``outcome`` as the end of ``slot``'s attempt."""
-        if outcome.succeeded and self.hold() and _frees_nothing(slot):
+        if verdict.succeeded and self.hold() and _frees_nothing(slot):
             with self._held_lock:
                 if not self._held:
                     self._held_since = time.monotonic()
-                self._held.append((slot, outcome))
+                self._held.append((slot, verdict))
                 full = len(self._held) >= MAX_BATCH
             if full:
                 for item in self._take_held():
                     self._queue.put(item)
             self.on_held()
             return
-        self._queue.put((slot, outcome))
+        self._queue.put((slot, verdict))
 
     @property
     def held(self) -> int:
@@ -172,8 +172,8 @@ class Completer(threading.Thread):
             # A bug, not the database (the recorder retries that itself): free the slots
             # so the worker goes on; the jobs stay running until rescued.
             logger.exception("could not record %s job outcomes", len(items))
-            for slot, outcome in items:
-                self.recorder.report(slot, outcome, "unrecorded")
+            for slot, verdict in items:
+                self.recorder.report(slot, verdict, "unrecorded")
 
     def _mark_started(self, now: float) -> None:
         """Write the starts of the handlers that have run ``START_MARK_DELAY`` and go on."""
