@@ -3,8 +3,8 @@ Schedule (recurring jobs), OperatorAction (the audit trail of operator actions),
 Dependency (composition: jobs finished together, jobs that wait for others).
 
 Status changes are not made here: they live in ``transitions/`` (the state machine), so
-that every transition can be read in one place. The vocabulary (statuses, attempt
-outcomes) is in ``statuses.py``; text limits come from ``options.py``, which validates the
+that every transition can be read in one place. The vocabulary (statuses, failure
+kinds) is in ``statuses.py``; text limits come from ``options.py``, which validates the
 values before they reach these columns.
 """
 

@@ -1,6 +1,6 @@
-"""The child side of process isolation: run one job, send its outcome back.
+"""The child side of process isolation: run one job, send its verdict back.
 
-The outcome is decided with the same functions an executor thread uses
+The verdict is decided with the same functions an executor thread uses
 (:mod:`django_pqjobs.verdicts`), so a job ends the same way whichever way it ran.
 """
 

@@ -1,10 +1,10 @@
-"""The completer thread: outcomes are recorded in batches, off the executors' path.
+"""The completer thread: verdicts are recorded in batches, off the executors' path.
 
 Executors (and the watchdog) hand every finished attempt here and go on with the next job;
 the completer passes whatever is waiting to the :class:`~.recorder.Recorder` at once. When
-the worker is idle a batch holds one outcome and is written immediately, so batching adds
+the worker is idle a batch holds one verdict and is written immediately, so batching adds
 no latency; under load thousands of UPDATEs become a few. A job stays in the worker's
-in-flight set (and keeps its heartbeat) until its outcome is written, so a crash before
+in-flight set (and keeps its heartbeat) until its verdict is written, so a crash before
 that loses nothing: the job is still ``running`` and will be rescued.
 
 While the worker claims on its own every few milliseconds (stream mode), successes of jobs
@@ -17,7 +17,7 @@ like any other; only its ``done`` shows later. Failures are written at once.
 Executors also report when a handler *starts*. Those starts are written here too, so that
 a rescue can tell a job the worker had claimed ahead but never run (its attempt is given
 back) from one whose handler ran. A start is written once its handler has run for
-``START_MARK_DELAY``: most jobs end sooner, and their outcome says more. Writing every start
+``START_MARK_DELAY``: most jobs end sooner, and their verdict says more. Writing every start
 at once cost a statement per claimed batch, and moved each row away from where the
 completion looks for it first. A worker killed within that delay of a start gives the
 attempt back, as for a job it never started (at most ``GIVE_BACK_LIMIT`` times per job,
@@ -87,7 +87,7 @@ class Completer(threading.Thread):
         self._held_lock = threading.Lock()
 
     def submit(self, slot: Slot, verdict: Verdict) -> None:
-        """Record ``outcome`` as the end of ``slot``'s attempt."""
+        """Record ``verdict`` as the end of ``slot``'s attempt."""
         if verdict.succeeded and self.hold() and _frees_nothing(slot):
             with self._held_lock:
                 if not self._held:

@@ -2,7 +2,7 @@
 
 The handler runs in the executor's thread (``def`` directly, ``async def`` on the thread's
 own event loop), inside one transaction with its completion (``@job(atomic=True)``), or in
-a child process (``isolation="process"``, see ``isolation.py``). What it did becomes an
+a child process (``isolation="process"``, see ``isolation.py``). What it did becomes a
 :class:`~django_pqjobs.verdicts.Verdict`; the worker hands that to the completer, which
 records it.
 
@@ -10,7 +10,7 @@ Timeouts of thread jobs: the watchdog raises :class:`JobTimeout` inside the exec
 thread at the deadline. That takes effect at the next Python bytecode; a thread blocked in C
 (``time.sleep``, a socket read) cannot be interrupted, so after ``TIMEOUT_GRACE`` the
 watchdog abandons it, records the attempt as timed out, and a replacement thread takes its
-place. When the abandoned thread finally returns, its outcome is discarded.
+place. When the abandoned thread finally returns, its verdict is discarded.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class Executor:
             self._loop = None
 
     def run(self, slot: Slot) -> tuple[Verdict, Outcome | None]:
-        """Run the job. Returns its outcome, and the status it was already recorded with
+        """Run the job. Returns its verdict, and the outcome it was already recorded with
         (atomic jobs record their completion themselves) or None."""
         if slot.settings is None:
             slot.settings = RunSettings.read()

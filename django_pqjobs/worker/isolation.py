@@ -5,7 +5,7 @@ Django and the project's apps up front (``django.setup()`` in :mod:`.forkserver`
 opens a database connection. Forking from it is cheap and safe; forking the threaded
 worker itself would copy locks held by other threads and its open connections.
 
-How the child ended becomes the attempt's outcome:
+How the child ended becomes the attempt's verdict:
 
 - a message from the child: the :class:`~django_pqjobs.verdicts.Verdict` it decided with
   the same classifier as an executor thread (success, or the handler's exception);
@@ -58,7 +58,7 @@ def job_fields(slot: Slot) -> dict[str, Any]:
 
 
 def classify_exit(exitcode: int | None) -> Verdict:
-    """The outcome of a child that ended without reporting one."""
+    """The verdict on a child that ended without reporting one."""
     if exitcode is not None and exitcode < 0:
         signum = -exitcode
         try:
@@ -85,7 +85,7 @@ def classify_exit(exitcode: int | None) -> Verdict:
 def run_in_child(slot: Slot, alias: str, memory_limit: int | None) -> Verdict:
     """Run ``slot``'s job in a forked child; enforce its timeout and cancel requests.
 
-    Returns the outcome the child sent, or how it died. Raises JobTimeout or JobCancelled
+    Returns the verdict the child sent, or how it died. Raises JobTimeout or JobCancelled
     after killing the child.
     """
     context = get_context()

@@ -1,7 +1,7 @@
-"""Recording how attempts ended: the one path every outcome takes.
+"""Recording how attempts ended: the one path every verdict takes.
 
-The executors, the child processes of isolated jobs and the watchdog decide an
-:class:`~django_pqjobs.verdicts.Verdict`; the completer thread hands outcomes here in
+The executors, the child processes of isolated jobs and the watchdog decide a
+:class:`~django_pqjobs.verdicts.Verdict`; the completer thread hands verdicts here in
 batches. For each one the recorder writes the transition (fenced: an attempt that is no
 longer ours is reported ``lost``), then logs it, sends ``job_finished`` and tells the
 worker, which counts it and frees the slot. Atomic jobs write their completion inside the
@@ -37,7 +37,7 @@ from .slots import Slot
 
 logger = logging.getLogger("django_pqjobs")
 
-# What the recorder reports for an outcome it could not write before the worker gave up
+# What the recorder reports for a verdict it could not write before the worker gave up
 # (shutdown during a database outage): the job stays running and is rescued later.
 UNRECORDED: Outcome = "unrecorded"
 DEFAULT_BACKOFF = make_backoff("default")  # what a failing policy falls back to
@@ -68,7 +68,7 @@ def retry_delay(job_type: str, attempt: int) -> float:
 
 
 def completion_of(slot: Slot, verdict: Verdict) -> Completion:
-    """The completion that records ``outcome``, a success, as the end of ``slot``'s attempt."""
+    """The completion that records ``verdict``, a success, as the end of ``slot``'s attempt."""
     return Completion(slot.fence, verdict.result_json, slot.elapsed_ms, verdict.progress_json)
 
 
@@ -119,7 +119,7 @@ class Recorder:
             self.report(slot, verdict, recorded)
 
     def write(self, batch: Sequence[tuple[Slot, Verdict]]) -> None:
-        """Write every outcome of ``batch``, then report each one."""
+        """Write every verdict of ``batch``, then report each one."""
         successes = [(slot, verdict) for slot, verdict in batch if verdict.succeeded]
         if successes:
             self._write_successes(successes)

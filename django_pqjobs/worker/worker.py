@@ -65,7 +65,7 @@ def default_worker_id() -> str:
 class Worker:
     """Runs jobs with ``concurrency`` executor threads, each with its own DB connection.
 
-    Beside them: a completer (records every outcome), a listener (LISTEN/NOTIFY), a
+    Beside them: a completer (records every verdict), a listener (LISTEN/NOTIFY), a
     maintenance thread (heartbeats, rescue, pruning, schedules) and a watchdog (timeouts).
     ``run()`` blocks until stopped and returns an exit code; ``stop()`` asks for a
     graceful shutdown from any thread.
@@ -492,7 +492,8 @@ class Worker:
             self.watchdog.started(slot)
 
     def _recorded(self, slot: Slot, status: Outcome) -> None:
-        """The outcome of ``slot`` is written (or given up on): count it, free the slot."""
+        """``slot``'s verdict is written (or given up on), ``status`` its outcome: count it,
+        free the slot."""
         self._recorded_all([(slot, status)])
 
     def _recorded_all(self, recorded: list[tuple[Slot, Outcome]]) -> None:
@@ -596,7 +597,7 @@ class Worker:
         while self.in_flight and time.monotonic() < deadline and self._signals_seen < 2:
             self._capacity.wait(0.1)
             self._capacity.clear()
-        # Slots past their handler have an outcome on its way to the completer.
+        # Slots past their handler have a verdict on its way to the completer.
         leftover = [s for s in self.in_flight if s.state in ("queued", "handler")]
         if leftover:
             self._release(leftover)

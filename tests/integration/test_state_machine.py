@@ -164,7 +164,7 @@ def test_a_completion_finds_its_row_where_the_claim_left_it_or_by_id():
     fences = [Fence.of(job, batch.tids[job.id]) for job in batch.jobs]
     assert [f.job_id for f in fences] == ids and all(f.tid for f in fences)
     # The second row moved since its claim (a heartbeat wrote a new version of it); the
-    # third was rescued and claimed again elsewhere (its outcome is fenced off); the fourth
+    # third was rescued and claimed again elsewhere (its verdict is fenced off); the fourth
     # comes with the place of another job's row.
     Job.objects.filter(pk=ids[1]).update(heartbeat_at=database_now(DB))
     Job.objects.filter(pk=ids[2]).update(attempts=5)
@@ -200,7 +200,7 @@ def test_completion_is_fenced_on_worker_and_attempt():
     stale = Fence(job.id, "w", job.attempts)
     assert not transitions.complete(DB, Completion(Fence(job.id, "other", job.attempts), None, 1))
     assert not transitions.complete(DB, Completion(Fence(job.id, "w", job.attempts + 1), None, 1))
-    # the job is rescued and claimed again: the first attempt's late outcome is refused
+    # the job is rescued and claimed again: the first attempt's late verdict is refused
     Job.objects.filter(pk=job.id).update(heartbeat_at=job.locked_at - timedelta(hours=1))
     transitions.rescue_stale(DB, 60)
     (again,) = claim_jobs(DB, "w", None, 1).jobs
@@ -557,7 +557,7 @@ def test_force_release_is_fenced_against_the_old_worker():
     assert transitions.force_release(DB, old, "again") is None  # no longer running
     (again,) = claim_jobs(DB, "new-worker", None, 1).jobs
     assert again.attempts == 2
-    # the stuck worker wakes up: every outcome it records is fenced off
+    # the stuck worker wakes up: every verdict it records is fenced off
     assert not transitions.complete(DB, transitions.Completion(old, None, 5))
     assert (
         transitions.end_attempt(

@@ -130,7 +130,7 @@ def test_a_start_is_written_only_for_a_handler_still_running_after_the_delay(run
     for s in (quick, slow):
         s.enter_handler()
         completer.started(s)
-    quick.finish()  # ended well within the delay: its outcome says more
+    quick.finish()  # ended well within the delay: its verdict says more
     time.sleep(START_MARK_DELAY / 2)
     assert marked == []
     deadline = time.monotonic() + 2
