@@ -83,7 +83,7 @@ WITH stale AS (
             WHEN stale.charged AND j.attempts >= j.max_attempts THEN 'failed'
             ELSE 'ready' END,
         -- an attempt is given back by allowing one more, never by reusing its number:
-        -- attempt numbers fence the outcomes of a worker that may still be alive
+        -- attempt numbers fence off the verdicts of a worker that may still be alive
         max_attempts = CASE WHEN stale.charged THEN j.max_attempts ELSE j.max_attempts + 1 END,
         run_after = now(),
         finished_at = CASE
