@@ -95,7 +95,7 @@ def batch(
     - ``on_success``: every member is ``done``;
     - ``on_failure``: some member ``failed`` (for good: retries used up, or a permanent
       error);
-    - ``on_finish``: every member is finished, whatever the outcome.
+    - ``on_finish``: every member is finished, however each ended.
 
     A callback is a job type name, or a task of Django's Tasks framework (on this
     backend), which is called with ``batch_id=`` and ``callback_payload``'s items as

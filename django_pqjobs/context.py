@@ -73,7 +73,7 @@ class JobContext:
         """Enqueue a follow-up job, recorded as this job's child; returns its id.
 
         Takes the options of :func:`~django_pqjobs.enqueue_job`. In an atomic job the new
-        job commits with this job's outcome.
+        job commits or rolls back with this job's own work.
         """
         job = prepare(job_type, payload, parent_id=self.job.id, **options)
         return insert(job, using or self.using)

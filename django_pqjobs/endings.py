@@ -19,7 +19,7 @@ from django.db import connections, transaction
 
 from . import signals
 from .registry import registry
-from .statuses import Recorded
+from .statuses import Outcome
 
 if TYPE_CHECKING:
     from .models import Job
@@ -27,14 +27,14 @@ if TYPE_CHECKING:
 logger = logging.getLogger("django_pqjobs")
 
 # A job's status after an ending made outside the worker's recorder -> the outcome announced.
-OUTCOME_OF_STATUS: dict[str, Recorded] = {
+OUTCOME_OF_STATUS: dict[str, Outcome] = {
     "ready": "retry",
     "failed": "failed",
     "cancelled": "cancelled",
 }
 
 
-def announce(job: Job, outcome: Recorded, error: str | None = None) -> None:
+def announce(job: Job, outcome: Outcome, error: str | None = None) -> None:
     """Call the job type's ``on_finished`` (one that raises is logged) and send
     ``job_finished``."""
     job_type = registry.get(job.job_type)
@@ -48,7 +48,7 @@ def announce(job: Job, outcome: Recorded, error: str | None = None) -> None:
 
 def announce_stored(
     alias: str,
-    outcomes: Mapping[int, Recorded],
+    outcomes: Mapping[int, Outcome],
     *,
     dependents_of: Iterable[int] = (),
     at: datetime | None = None,
@@ -73,7 +73,7 @@ def announce_stored(
 
 def announce_after_commit(
     alias: str,
-    outcomes: Mapping[int, Recorded],
+    outcomes: Mapping[int, Outcome],
     *,
     dependents_of: Iterable[int] = (),
     at: datetime | None = None,

@@ -1,4 +1,4 @@
-"""Exceptions raised by handlers (to steer an outcome) and by the API (to refuse bad input)."""
+"""Exceptions raised by handlers (to steer the verdict) and by the API (to refuse bad input)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@ Schedule (recurring jobs), OperatorAction (the audit trail of operator actions),
 Dependency (composition: jobs finished together, jobs that wait for others).
 
 Status changes are not made here: they live in ``transitions/`` (the state machine), so
-that every transition can be read in one place. The vocabulary (statuses, attempt
-outcomes) is in ``statuses.py``; text limits come from ``options.py``, which validates the
+that every transition can be read in one place. The vocabulary (statuses, failure
+kinds) is in ``statuses.py``; text limits come from ``options.py``, which validates the
 values before they reach these columns.
 """
 
@@ -23,19 +23,19 @@ from .statuses import (
     ACTIVE_STATUSES,
     DEDUPE_STATUSES,
     FINISHED_STATUSES,
-    AttemptOutcome,
     AuditAction,
+    FailureKind,
     JobStatus,
 )
 
 __all__ = [
     "ACTIVE_STATUSES",
     "FINISHED_STATUSES",
-    "AttemptOutcome",
     "AuditAction",
     "Batch",
     "Dependency",
     "DurationBucket",
+    "FailureKind",
     "Job",
     "JobAttempt",
     "JobQuerySet",
@@ -329,7 +329,7 @@ class JobAttempt(models.Model):
     worker_id = models.CharField(max_length=NAME_MAX_LENGTH, blank=True, default="")
     started_at = Timestamp(null=True, blank=True)
     finished_at = Timestamp(db_default=Now())
-    outcome = models.CharField(max_length=16, choices=AttemptOutcome.choices)
+    outcome = models.CharField(max_length=16, choices=FailureKind.choices)
     error_type = models.CharField(max_length=200, blank=True, default="")
     traceback = models.TextField(blank=True, default="")
 

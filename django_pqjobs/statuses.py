@@ -16,7 +16,7 @@ class JobStatus(models.TextChoices):
     """Where a job is: ``ready`` → ``running`` → ``done`` | ``failed`` | ``cancelled``.
 
     ``waiting``: enqueued with ``depends_on``; it becomes ``ready`` when its last dependency
-    is done (or, under the ``"run"`` policy, finished whatever its outcome), and
+    is done (or, under the ``"run"`` policy, finished however it ended), and
     ``cancelled`` when a dependency fails for good under the ``"cancel"`` policy.
 
     ``blocked``: ready to run but held back by flow control (its concurrency key is at its
@@ -50,8 +50,10 @@ FINISHED_STATUSES: tuple[JobStatus, ...] = (
 )
 
 
-class AttemptOutcome(models.TextChoices):
-    """How an attempt that did not succeed ended (one row of the attempt history each)."""
+class FailureKind(models.TextChoices):
+    """The kind of a failed attempt: a verdict's ``failure``, stored in the ``outcome``
+    column of the attempt history (``JobAttempt``, one row per attempt that did not
+    succeed)."""
 
     ERROR = "error", "Error (retryable)"
     PERMANENT = "permanent", "Permanent error"
@@ -80,17 +82,20 @@ class AuditAction(models.TextChoices):
     SCHEDULE_RUN_NOW = "schedule_run_now", "Run schedule now"
 
 
-# Where an attempt that did not succeed sends its job: "auto" back to ready while attempts
-# remain (else failed, the dead-letter state); "failed" and "cancelled" end it at once;
-# "release" gives the attempt back uncharged (its database connection died under it), a
-# bounded number of times in a row, and charges it like "auto" after that.
-EndStatus = Literal["auto", "failed", "cancelled", "release"]
+# After failure: where an attempt that did not succeed sends its job (a verdict's ``then``).
+# "auto" back to ready while attempts remain (else failed, the dead-letter state); "failed"
+# and "cancelled" end it at once; "release" gives the attempt back uncharged (its database
+# connection died under it), a bounded number of times in a row, and charges it like "auto"
+# after that.
+AfterFailure = Literal["auto", "failed", "cancelled", "release"]
 
-# How the worker recorded an attempt (the ``outcome`` of ``job_finished``, the worker's
-# counts): the job's new status, "retry" (back to ready after a backoff), "lost" (the
-# attempt was no longer ours), "released" (given back at shutdown) or "unrecorded" (the
-# database stayed unreachable until the worker stopped; the job is rescued later).
-Recorded = Literal["done", "retry", "failed", "cancelled", "lost", "released", "unrecorded"]
+# The outcome of an attempt: what became of it once recorded, as ``job_finished``, a job
+# type's ``on_finished``, the worker's counts and the metrics report it. The job's new
+# status, "retry" (back to ready after a backoff), "lost" (the attempt was no longer ours),
+# "released" (given back uncharged: at shutdown, or after its database connection died) or
+# "unrecorded" (the database stayed unreachable until the worker stopped; the job is
+# rescued later). The one thing the package calls an outcome.
+Outcome = Literal["done", "retry", "failed", "cancelled", "lost", "released", "unrecorded"]
 
 # What a job waiting for dependencies does when one of them fails for good, is cancelled or
 # is deleted: be cancelled too (the default), or run anyway once all of them are finished.
@@ -101,7 +106,7 @@ DEPENDENCY_POLICIES: tuple[DependencyPolicy, ...] = ("cancel", "run")
 DEPENDENCY_FAILED = "DependencyFailed"
 
 # The callbacks a batch can have: on success (every member done), on failure (some member
-# failed for good), on finish (every member finished, whatever the outcome).
+# failed for good), on finish (every member finished, however each ended).
 BatchCallback = Literal["success", "failure", "finish"]
 BATCH_CALLBACKS: tuple[BatchCallback, ...] = ("success", "failure", "finish")
 

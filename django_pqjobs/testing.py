@@ -35,7 +35,7 @@ from .conf import conf
 from .context import JobContext
 from .models import Job, Schedule
 from .policies import DelaySequence
-from .statuses import Recorded
+from .statuses import Outcome
 from .transitions import Fence
 
 WORKER_ID = "pqjobs-testing"
@@ -51,7 +51,7 @@ class JobRun:
     job_id: int
     job_type: str
     attempt: int
-    outcome: Recorded  # done, retry, failed, cancelled (or lost)
+    outcome: Outcome  # done, retry, failed, cancelled (or lost)
     error: str  # the error's one-line summary; empty when the job succeeded
 
     @property
@@ -131,9 +131,9 @@ class _Runner:
         self.alias = alias
         self.executor = Executor(alias, "thread", lambda slot: None, isolate=False)
         self.recorder = Recorder(alias, self._recorded, DelaySequence((0.0,)), lambda: False)
-        self._status: dict[int, Recorded] = {}
+        self._status: dict[int, Outcome] = {}
 
-    def _recorded(self, slot: Any, status: Recorded) -> None:
+    def _recorded(self, slot: Any, status: Outcome) -> None:
         self._status[slot.fence.job_id] = status
 
     def run(self, job: Job) -> JobRun:
@@ -144,16 +144,16 @@ class _Runner:
         if job.cancel_requested_at is not None:
             ctx.request_cancel()
         try:
-            outcome, recorded = self.executor.attempt(slot)
+            verdict, recorded = self.executor.attempt(slot)
         finally:
             self.executor.close()
-        self.recorder.finish(slot, outcome, recorded)
+        self.recorder.finish(slot, verdict, recorded)
         return JobRun(
             job.id,
             job.job_type,
             job.attempts,
             self._status.pop(job.id, "unrecorded"),
-            "" if outcome.succeeded else outcome.summary,
+            "" if verdict.succeeded else verdict.summary,
         )
 
     def fail_undecodable(self, row: Any) -> JobRun:
@@ -162,14 +162,14 @@ class _Runner:
         job = row.job()
         ctx = JobContext(job=job, worker_id=WORKER_ID, attempt=job.attempts, using=self.alias)
         slot = Slot(job=job, ctx=ctx, fence=row.fence)
-        outcome = row.outcome()
-        self.recorder.write([(slot, outcome)])
+        verdict = row.verdict()
+        self.recorder.write([(slot, verdict)])
         return JobRun(
             job.id,
             job.job_type,
             job.attempts,
             self._status.pop(job.id, "unrecorded"),
-            outcome.summary,
+            verdict.summary,
         )
 
 

@@ -158,7 +158,7 @@ def attempt_span(job: Job, found: Any = _ASK) -> _Span | None:
     return _Span(span)
 
 
-def record_outcome(span: _Span, succeeded: bool, summary: str) -> None:
+def record_verdict(span: _Span, succeeded: bool, summary: str) -> None:
     """Mark the attempt's span with how the handler ended: an error status with the
     error's one-line summary unless it succeeded."""
     api = _load_api()

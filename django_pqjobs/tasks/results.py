@@ -33,13 +33,13 @@ STATUS_NAMES = {
 }
 FINISHED = ("done", "failed", "cancelled")
 MISSING: Any = object()
-# AttemptOutcome values, as literals: this module is imported while apps may still be loading.
+# FailureKind values, as literals: this module is imported while apps may still be loading.
 RELEASED = "released"
 CANCELLED = "cancelled"
 
 # error_type values the worker records by a bare name, and the classes they stand for.
 _NAMED_ELSEWHERE = {
-    "ResultNotSerializable": "django_pqjobs.outcomes.ResultNotSerializable",
+    "ResultNotSerializable": "django_pqjobs.verdicts.ResultNotSerializable",
     "ChildCrashed": "django_pqjobs.tasks.errors.ChildCrashed",
 }
 

@@ -12,7 +12,7 @@ from django.db import transaction
 
 from ..serialization import storable_error, storable_text
 from ..sql import queries
-from ..statuses import AttemptOutcome, EndStatus
+from ..statuses import AfterFailure, FailureKind
 from .cursors import batch_cursor, cursor_of
 from .fence import Fence
 
@@ -82,27 +82,28 @@ def end_attempt(
     alias: str,
     fence: Fence,
     *,
-    outcome: AttemptOutcome | str,
+    failure: FailureKind | str,
     error_type: str,
     error: str,
     duration_ms: int | None,
     delay: float = 0.0,
-    final: EndStatus = "auto",
+    then: AfterFailure = "auto",
 ) -> str | None:
     """End an attempt that did not succeed and add it to the attempt history.
 
-    ``final="auto"``: back to ``ready`` after ``delay`` seconds while attempts remain, else
-    ``failed`` (the dead-letter state). ``final="failed"`` / ``"cancelled"`` forces that
+    ``failure``: the kind of failure (stored in the attempt's ``outcome`` column).
+    ``then="auto"``: back to ``ready`` after ``delay`` seconds while attempts remain, else
+    ``failed`` (the dead-letter state). ``then="failed"`` / ``"cancelled"`` forces that
     status. Returns the job's new status, or None if the attempt was fenced off. Error texts
     are stored sanitised (NUL characters escaped) and capped at 10 KB.
     """
-    if final not in ("auto", "failed", "cancelled"):
-        raise ValueError(f"final must be 'auto', 'failed' or 'cancelled', got {final!r}")
+    if then not in ("auto", "failed", "cancelled"):
+        raise ValueError(f"then must be 'auto', 'failed' or 'cancelled', got {then!r}")
     with cursor_of(alias) as cursor:
         cursor.execute(
             QUERIES["end_attempt"],
             {
-                "final": final,
+                "then": then,
                 "delay": float(delay),
                 "error": storable_error(error),
                 "error_type": storable_text(error_type)[:200],
@@ -110,7 +111,7 @@ def end_attempt(
                 "id": fence.job_id,
                 "worker": fence.worker_id,
                 "attempt": fence.attempt,
-                "outcome": str(outcome),
+                "failure": str(failure),
             },
         )
         row = cursor.fetchone()

@@ -1,7 +1,7 @@
-"""The child side of process isolation: run one job, send its outcome back.
+"""The child side of process isolation: run one job, send its verdict back.
 
-The outcome is decided with the same functions an executor thread uses
-(:mod:`django_pqjobs.outcomes`), so a job ends the same way whichever way it ran.
+The verdict is decided with the same functions an executor thread uses
+(:mod:`django_pqjobs.verdicts`), so a job ends the same way whichever way it ran.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import django
 from django.apps import apps
 from django.db import connections
 
-from .. import outcomes
+from .. import verdicts
 from ..context import JobContext
-from ..outcomes import Outcome
 from ..registry import registry
+from ..verdicts import Verdict
 from .hooks import Hooks
 
 
@@ -30,7 +30,7 @@ def child_main(
     database_name: str,
     memory_limit: int | None,
 ) -> None:
-    """Run one job and send an :class:`~django_pqjobs.outcomes.Outcome` through ``pipe``.
+    """Run one job and send an :class:`~django_pqjobs.verdicts.Verdict` through ``pipe``.
 
     ``database_name`` is the worker's: the same as in settings, except under a test runner
     that renamed the database after the fork server read the settings.
@@ -48,16 +48,16 @@ def child_main(
         resource.setrlimit(resource.RLIMIT_DATA, (memory_limit, memory_limit))
     job = Job(**fields)
     ctx = JobContext(job=job, worker_id=worker_id, attempt=job.attempts, using=alias)
-    outcome = _run(job, ctx)
+    verdict = _run(job, ctx)
     connections.close_all()
-    pipe.send(outcome)
+    pipe.send(verdict)
     pipe.close()
 
 
-def _run(job: Any, ctx: JobContext) -> Outcome:
+def _run(job: Any, ctx: JobContext) -> Verdict:
     job_type = registry.resolve(job.job_type)
     if job_type is None:
-        return outcomes.unknown_type(job.job_type)
+        return verdicts.unknown_type(job.job_type)
     hooks = Hooks.configured()
     error: BaseException | None = None
     try:
@@ -67,8 +67,8 @@ def _run(job: Any, ctx: JobContext) -> Outcome:
             result = asyncio.run(result)
     except BaseException as exc:
         error = exc
-        outcome = outcomes.classify(exc, progress_json=ctx.progress_json())
+        verdict = verdicts.classify(exc, progress_json=ctx.progress_json())
     else:
-        outcome = outcomes.success(job.job_type, result, ctx.progress_json())
+        verdict = verdicts.success(job.job_type, result, ctx.progress_json())
     hooks.post_execute(job, error)
-    return outcome
+    return verdict

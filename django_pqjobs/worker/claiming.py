@@ -22,9 +22,9 @@ from django.utils import timezone
 
 from .. import transitions
 from ..models import Job
-from ..outcomes import Outcome, describe
-from ..statuses import AttemptOutcome
+from ..statuses import FailureKind
 from ..transitions import Fence
+from ..verdicts import Verdict, describe
 
 ToDatetime = Callable[[float | None], datetime | None]
 
@@ -163,10 +163,8 @@ class Undecodable:
             locked_by=self.fence.worker_id,
         )
 
-    def outcome(self) -> Outcome:
-        return Outcome.failure(
-            AttemptOutcome.PERMANENT, self.error_type, self.error, final="failed"
-        )
+    def verdict(self) -> Verdict:
+        return Verdict.of_failure(FailureKind.PERMANENT, self.error_type, self.error, then="failed")
 
 
 @dataclass

@@ -1,10 +1,10 @@
-"""The completer thread: outcomes are recorded in batches, off the executors' path.
+"""The completer thread: verdicts are recorded in batches, off the executors' path.
 
 Executors (and the watchdog) hand every finished attempt here and go on with the next job;
 the completer passes whatever is waiting to the :class:`~.recorder.Recorder` at once. When
-the worker is idle a batch holds one outcome and is written immediately, so batching adds
+the worker is idle a batch holds one verdict and is written immediately, so batching adds
 no latency; under load thousands of UPDATEs become a few. A job stays in the worker's
-in-flight set (and keeps its heartbeat) until its outcome is written, so a crash before
+in-flight set (and keeps its heartbeat) until its verdict is written, so a crash before
 that loses nothing: the job is still ``running`` and will be rescued.
 
 While the worker claims on its own every few milliseconds (stream mode), successes of jobs
@@ -17,7 +17,7 @@ like any other; only its ``done`` shows later. Failures are written at once.
 Executors also report when a handler *starts*. Those starts are written here too, so that
 a rescue can tell a job the worker had claimed ahead but never run (its attempt is given
 back) from one whose handler ran. A start is written once its handler has run for
-``START_MARK_DELAY``: most jobs end sooner, and their outcome says more. Writing every start
+``START_MARK_DELAY``: most jobs end sooner, and their verdict says more. Writing every start
 at once cost a statement per claimed batch, and moved each row away from where the
 completion looks for it first. A worker killed within that delay of a start gives the
 attempt back, as for a job it never started (at most ``GIVE_BACK_LIMIT`` times per job,
@@ -36,7 +36,7 @@ from collections.abc import Callable
 from django.db import DatabaseError, connections
 
 from .. import transitions
-from ..outcomes import Outcome
+from ..verdicts import Verdict
 from .db import reset_connection
 from .recorder import Recorder
 from .slots import Slot
@@ -47,7 +47,7 @@ MAX_BATCH = 500
 START_MARK_DELAY = 0.1  # seconds a handler runs before its start is written
 HOLD_MAX_AGE = 0.05  # seconds a success may be held in stream mode
 
-_Item = tuple[Slot, Outcome]
+_Item = tuple[Slot, Verdict]
 
 
 def _frees_nothing(slot: Slot) -> bool:
@@ -86,20 +86,20 @@ class Completer(threading.Thread):
         self._held_since = 0.0
         self._held_lock = threading.Lock()
 
-    def submit(self, slot: Slot, outcome: Outcome) -> None:
-        """Record ``outcome`` as the end of ``slot``'s attempt."""
-        if outcome.succeeded and self.hold() and _frees_nothing(slot):
+    def submit(self, slot: Slot, verdict: Verdict) -> None:
+        """Record ``verdict`` as the end of ``slot``'s attempt."""
+        if verdict.succeeded and self.hold() and _frees_nothing(slot):
             with self._held_lock:
                 if not self._held:
                     self._held_since = time.monotonic()
-                self._held.append((slot, outcome))
+                self._held.append((slot, verdict))
                 full = len(self._held) >= MAX_BATCH
             if full:
                 for item in self._take_held():
                     self._queue.put(item)
             self.on_held()
             return
-        self._queue.put((slot, outcome))
+        self._queue.put((slot, verdict))
 
     @property
     def held(self) -> int:
@@ -172,8 +172,8 @@ class Completer(threading.Thread):
             # A bug, not the database (the recorder retries that itself): free the slots
             # so the worker goes on; the jobs stay running until rescued.
             logger.exception("could not record %s job outcomes", len(items))
-            for slot, outcome in items:
-                self.recorder.report(slot, outcome, "unrecorded")
+            for slot, verdict in items:
+                self.recorder.report(slot, verdict, "unrecorded")
 
     def _mark_started(self, now: float) -> None:
         """Write the starts of the handlers that have run ``START_MARK_DELAY`` and go on."""

@@ -2,15 +2,15 @@
 
 The handler runs in the executor's thread (``def`` directly, ``async def`` on the thread's
 own event loop), inside one transaction with its completion (``@job(atomic=True)``), or in
-a child process (``isolation="process"``, see ``isolation.py``). What it did becomes an
-:class:`~django_pqjobs.outcomes.Outcome`; the worker hands that to the completer, which
+a child process (``isolation="process"``, see ``isolation.py``). What it did becomes a
+:class:`~django_pqjobs.verdicts.Verdict`; the worker hands that to the completer, which
 records it.
 
 Timeouts of thread jobs: the watchdog raises :class:`JobTimeout` inside the executor's
 thread at the deadline. That takes effect at the next Python bytecode; a thread blocked in C
 (``time.sleep``, a socket read) cannot be interrupted, so after ``TIMEOUT_GRACE`` the
 watchdog abandons it, records the attempt as timed out, and a replacement thread takes its
-place. When the abandoned thread finally returns, its outcome is discarded.
+place. When the abandoned thread finally returns, its verdict is discarded.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from typing import Any
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import outcomes, signals, tracing, transitions
+from .. import signals, tracing, transitions, verdicts
 from ..errors import JobCancelled, JobTimeout
 from ..options import Isolation
-from ..outcomes import Outcome
 from ..registry import JobType, registry
-from ..statuses import Recorded
+from ..statuses import Outcome
+from ..verdicts import Verdict
 from .db import drop_connections_closed_by_server, reset_connection, thread_connections
 from .isolation import run_in_child
 from .recorder import completion_of
@@ -45,9 +45,9 @@ class _LostJob(Exception):
 class _Refused(Exception):
     """An atomic job's result cannot be stored: roll back its work."""
 
-    def __init__(self, outcome: Outcome) -> None:
-        super().__init__(outcome.summary)
-        self.outcome = outcome
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.summary)
+        self.verdict = verdict
 
 
 logger = logging.getLogger("django_pqjobs")
@@ -85,22 +85,22 @@ class Executor:
         self._connections: list[BaseDatabaseWrapper] | None = None  # made in the thread
         self._last_end = -math.inf  # time.monotonic() when this thread's last job ended
 
-    def attempt(self, slot: Slot) -> tuple[Outcome, Recorded | None]:
+    def attempt(self, slot: Slot) -> tuple[Verdict, Outcome | None]:
         """:meth:`run`, with a bug of the worker's own (not the job's) recorded as the
         attempt's error, traceback included, so that the job is never left running."""
         try:
             return self.run(slot)
         except Exception as exc:
             logger.exception("unexpected error while running job %s", slot.job.id)
-            return outcomes.classify(exc), None
+            return verdicts.classify(exc), None
 
     def close(self) -> None:
         if self._loop is not None:
             self._loop.close()
             self._loop = None
 
-    def run(self, slot: Slot) -> tuple[Outcome, Recorded | None]:
-        """Run the job. Returns its outcome, and the status it was already recorded with
+    def run(self, slot: Slot) -> tuple[Verdict, Outcome | None]:
+        """Run the job. Returns its verdict, and the outcome it was already recorded with
         (atomic jobs record their completion themselves) or None."""
         if slot.settings is None:
             slot.settings = RunSettings.read()
@@ -109,17 +109,17 @@ class Executor:
             if span is None:
                 return self._run(slot, slot.settings)
             with span:
-                outcome, recorded = self._run(slot, slot.settings)
-                tracing.record_outcome(span, outcome.succeeded, outcome.summary)
-                return outcome, recorded
+                verdict, recorded = self._run(slot, slot.settings)
+                tracing.record_verdict(span, verdict.succeeded, verdict.summary)
+                return verdict, recorded
         finally:
             self._last_end = time.monotonic()
 
-    def _run(self, slot: Slot, settings: RunSettings) -> tuple[Outcome, Recorded | None]:
+    def _run(self, slot: Slot, settings: RunSettings) -> tuple[Verdict, Outcome | None]:
         job = slot.job
         job_type = registry.resolve(job.job_type)
         if job_type is None:
-            return outcomes.unknown_type(job.job_type), None
+            return verdicts.unknown_type(job.job_type), None
         slot.is_async = job_type.is_async
         if self._connections is None:
             self._connections = thread_connections()
@@ -138,7 +138,7 @@ class Executor:
 
     # --- the three ways to run a handler ---------------------------------------------
 
-    def _run_in_thread(self, slot: Slot, job_type: JobType, settings: RunSettings) -> Outcome:
+    def _run_in_thread(self, slot: Slot, job_type: JobType, settings: RunSettings) -> Verdict:
         try:
             try:
                 result = self._call(slot, job_type, settings)
@@ -147,38 +147,38 @@ class Executor:
         except BaseException as exc:  # the handler's failure, a timeout or a cancel
             self._drop_broken_connections()
             return self._classify(slot, exc)
-        return outcomes.success(
+        return verdicts.success(
             slot.job.job_type, result, slot.ctx.progress_json(), settings.result_max_bytes
         )
 
     def _run_atomic(
         self, slot: Slot, job_type: JobType, settings: RunSettings
-    ) -> tuple[Outcome, Recorded | None]:
+    ) -> tuple[Verdict, Outcome | None]:
         """Handler work and the completion commit together, or roll back together."""
-        outcome = Outcome()
+        verdict = Verdict()
         try:
             with transaction.atomic(using=self.alias):
                 try:
                     result = self._call(slot, job_type, settings)
                 finally:
                     slot.leave_handler()
-                outcome = outcomes.success(
+                verdict = verdicts.success(
                     slot.job.job_type, result, slot.ctx.progress_json(), settings.result_max_bytes
                 )
-                if not outcome.succeeded:
-                    raise _Refused(outcome)
-                if not transitions.complete(self.alias, completion_of(slot, outcome)):
+                if not verdict.succeeded:
+                    raise _Refused(verdict)
+                if not transitions.complete(self.alias, completion_of(slot, verdict)):
                     raise _LostJob()
         except _LostJob:
-            return outcome, "lost"
+            return verdict, "lost"
         except _Refused as refused:
-            return refused.outcome, None
+            return refused.verdict, None
         except BaseException as exc:
             self._drop_broken_connections()
             return self._classify(slot, exc), None
-        return outcome, "done"
+        return verdict, "done"
 
-    def _run_isolated(self, slot: Slot, job_type: JobType) -> Outcome:
+    def _run_isolated(self, slot: Slot, job_type: JobType) -> Verdict:
         """In a child process that is killed on timeout or cancel."""
         slot.isolated = True
         self.on_start(slot)
@@ -218,17 +218,17 @@ class Executor:
         except TimeoutError:
             raise JobTimeout(f"job ran past its timeout of {timeout} s") from None
 
-    def _classify(self, slot: Slot, exc: BaseException) -> Outcome:
-        outcome = outcomes.classify(
+    def _classify(self, slot: Slot, exc: BaseException) -> Verdict:
+        verdict = verdicts.classify(
             exc, timeout=slot.job.timeout_seconds, progress_json=slot.ctx.progress_json()
         )
-        if outcome.final == "release":
+        if verdict.then == "release":
             # a connection that still works may reach a server that is now read-only (a
             # standby after a failover): the next job opens fresh ones
             for conn in connections.all(initialized_only=True):
                 if not conn.in_atomic_block:
                     reset_connection(conn.alias)
-        return outcome
+        return verdict
 
     def _drop_broken_connections(self) -> None:
         """A handler's error may have broken this thread's connections: drop those, so the

@@ -2,7 +2,7 @@
 
 They run where the handler runs: in the executor thread, or in the child process for
 isolated jobs. An exception from ``pre_execute`` fails the attempt like a handler error; one
-from ``post_execute`` is logged and otherwise ignored (the outcome is already decided).
+from ``post_execute`` is logged and otherwise ignored (the verdict is already decided).
 """
 
 from __future__ import annotations

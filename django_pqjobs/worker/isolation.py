@@ -5,9 +5,9 @@ Django and the project's apps up front (``django.setup()`` in :mod:`.forkserver`
 opens a database connection. Forking from it is cheap and safe; forking the threaded
 worker itself would copy locks held by other threads and its open connections.
 
-How the child ended becomes the attempt's outcome:
+How the child ended becomes the attempt's verdict:
 
-- a message from the child: the :class:`~django_pqjobs.outcomes.Outcome` it decided with
+- a message from the child: the :class:`~django_pqjobs.verdicts.Verdict` it decided with
   the same classifier as an executor thread (success, or the handler's exception);
 - ``timeout``: still running at the deadline, so we killed it;
 - ``killed``: it died of SIGKILL that we did not send (most often the kernel's OOM killer);
@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 
 from ..errors import JobCancelled, JobTimeout
-from ..outcomes import Outcome
-from ..statuses import AttemptOutcome
+from ..statuses import FailureKind
+from ..verdicts import Verdict
 from .child import child_main
 from .slots import Slot
 
@@ -57,8 +57,8 @@ def job_fields(slot: Slot) -> dict[str, Any]:
     return {field.attname: getattr(job, field.attname) for field in job._meta.concrete_fields}
 
 
-def classify_exit(exitcode: int | None) -> Outcome:
-    """The outcome of a child that ended without reporting one."""
+def classify_exit(exitcode: int | None) -> Verdict:
+    """The verdict on a child that ended without reporting one."""
     if exitcode is not None and exitcode < 0:
         signum = -exitcode
         try:
@@ -66,26 +66,26 @@ def classify_exit(exitcode: int | None) -> Outcome:
         except ValueError:
             name = f"signal {signum}"
         if signum == signal.SIGKILL:
-            return Outcome.failure(
-                AttemptOutcome.KILLED,
+            return Verdict.of_failure(
+                FailureKind.KILLED,
                 "ChildKilled",
                 "the job's process was killed by SIGKILL that the worker did not send "
                 "(most likely the kernel's out-of-memory killer)",
             )
-        return Outcome.failure(
-            AttemptOutcome.CRASHED, f"ChildCrashed({name})", f"the job's process crashed: {name}"
+        return Verdict.of_failure(
+            FailureKind.CRASHED, f"ChildCrashed({name})", f"the job's process crashed: {name}"
         )
-    return Outcome.failure(
-        AttemptOutcome.EXITED,
+    return Verdict.of_failure(
+        FailureKind.EXITED,
         "ChildExited",
         f"the job's process exited with status {exitcode} before reporting a result",
     )
 
 
-def run_in_child(slot: Slot, alias: str, memory_limit: int | None) -> Outcome:
+def run_in_child(slot: Slot, alias: str, memory_limit: int | None) -> Verdict:
     """Run ``slot``'s job in a forked child; enforce its timeout and cancel requests.
 
-    Returns the outcome the child sent, or how it died. Raises JobTimeout or JobCancelled
+    Returns the verdict the child sent, or how it died. Raises JobTimeout or JobCancelled
     after killing the child.
     """
     context = get_context()
@@ -117,11 +117,11 @@ def run_in_child(slot: Slot, alias: str, memory_limit: int | None) -> Outcome:
         slot.process = None
 
 
-def _wait(slot: Slot, process: Any, pipe: Connection) -> Outcome:
+def _wait(slot: Slot, process: Any, pipe: Connection) -> Verdict:
     while True:
         if pipe.poll(POLL_INTERVAL):
             try:
-                report: Outcome = pipe.recv()
+                report: Verdict = pipe.recv()
             except EOFError:
                 process.join(5)
                 return classify_exit(process.exitcode)

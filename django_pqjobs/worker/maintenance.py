@@ -133,7 +133,7 @@ class Maintenance(threading.Thread):
                 slot.ctx.request_cancel()
             elif slot.fence.job_id not in result.alive and slot.state == "handler":
                 # Only a handler still running can have lost its job: a slot past its handler
-                # may have just recorded its outcome, which also ends the job's 'running'.
+                # may have just recorded its verdict, which also ends the job's 'running'.
                 logger.warning(
                     "job %s is no longer held by this worker (rescued elsewhere?)",
                     slot.fence.job_id,

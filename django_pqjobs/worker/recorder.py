@@ -1,7 +1,7 @@
-"""Recording how attempts ended: the one path every outcome takes.
+"""Recording how attempts ended: the one path every verdict takes.
 
-The executors, the child processes of isolated jobs and the watchdog decide an
-:class:`~django_pqjobs.outcomes.Outcome`; the completer thread hands outcomes here in
+The executors, the child processes of isolated jobs and the watchdog decide a
+:class:`~django_pqjobs.verdicts.Verdict`; the completer thread hands verdicts here in
 batches. For each one the recorder writes the transition (fenced: an attempt that is no
 longer ours is reported ``lost``), then logs it, sends ``job_finished`` and tells the
 worker, which counts it and frees the slot. Atomic jobs write their completion inside the
@@ -26,20 +26,20 @@ from django.db import DatabaseError
 from .. import endings, transitions
 from ..conf import conf
 from ..durations import to_seconds
-from ..outcomes import Outcome
 from ..policies import DelaySequence, make_backoff
 from ..printable import printable
 from ..registry import registry
-from ..statuses import AttemptOutcome, Recorded
+from ..statuses import FailureKind, Outcome
 from ..transitions import Completion
+from ..verdicts import Verdict
 from .db import CONNECTION_ERRORS, reset_connection
 from .slots import Slot
 
 logger = logging.getLogger("django_pqjobs")
 
-# What the recorder reports for an outcome it could not write before the worker gave up
+# What the recorder reports for a verdict it could not write before the worker gave up
 # (shutdown during a database outage): the job stays running and is rescued later.
-UNRECORDED: Recorded = "unrecorded"
+UNRECORDED: Outcome = "unrecorded"
 DEFAULT_BACKOFF = make_backoff("default")  # what a failing policy falls back to
 
 
@@ -67,9 +67,9 @@ def retry_delay(job_type: str, attempt: int) -> float:
         return DEFAULT_BACKOFF.delay(attempt)
 
 
-def completion_of(slot: Slot, outcome: Outcome) -> Completion:
-    """The completion that records ``outcome``, a success, as the end of ``slot``'s attempt."""
-    return Completion(slot.fence, outcome.result_json, slot.elapsed_ms, outcome.progress_json)
+def completion_of(slot: Slot, verdict: Verdict) -> Completion:
+    """The completion that records ``verdict``, a success, as the end of ``slot``'s attempt."""
+    return Completion(slot.fence, verdict.result_json, slot.elapsed_ms, verdict.progress_json)
 
 
 def log_fields(slot: Slot, outcome: str, **more: Any) -> dict[str, Any]:
@@ -89,12 +89,12 @@ class Recorder:
     def __init__(
         self,
         alias: str,
-        on_recorded: Callable[[Slot, Recorded], None],
+        on_recorded: Callable[[Slot, Outcome], None],
         retry_delays: DelaySequence,
         keep_trying: Callable[[], bool],
         *,
         log_successes: bool = False,
-        on_recorded_all: Callable[[list[tuple[Slot, Recorded]]], None] | None = None,
+        on_recorded_all: Callable[[list[tuple[Slot, Outcome]]], None] | None = None,
     ) -> None:
         self.alias = alias
         self.on_recorded = on_recorded
@@ -104,36 +104,36 @@ class Recorder:
         self.keep_trying = keep_trying
         self.log_successes = log_successes
 
-    def _each_recorded(self, recorded: list[tuple[Slot, Recorded]]) -> None:
+    def _each_recorded(self, recorded: list[tuple[Slot, Outcome]]) -> None:
         for slot, status in recorded:
             self.on_recorded(slot, status)
 
     # --- writing ---------------------------------------------------------------------
 
-    def finish(self, slot: Slot, outcome: Outcome, recorded: Recorded | None) -> None:
+    def finish(self, slot: Slot, verdict: Verdict, recorded: Outcome | None) -> None:
         """The end of one attempt, as the executor returned it: written here, or (an atomic
         job's, written with its work) only reported."""
         if recorded is None:
-            self.write([(slot, outcome)])
+            self.write([(slot, verdict)])
         else:
-            self.report(slot, outcome, recorded)
+            self.report(slot, verdict, recorded)
 
-    def write(self, batch: Sequence[tuple[Slot, Outcome]]) -> None:
-        """Write every outcome of ``batch``, then report each one."""
-        successes = [(slot, outcome) for slot, outcome in batch if outcome.succeeded]
+    def write(self, batch: Sequence[tuple[Slot, Verdict]]) -> None:
+        """Write every verdict of ``batch``, then report each one."""
+        successes = [(slot, verdict) for slot, verdict in batch if verdict.succeeded]
         if successes:
             self._write_successes(successes)
-        for slot, outcome in batch:
-            if not outcome.succeeded:
-                self._write_failure(slot, outcome)
+        for slot, verdict in batch:
+            if not verdict.succeeded:
+                self._write_failure(slot, verdict)
 
-    def _write_successes(self, items: Sequence[tuple[Slot, Outcome]]) -> None:
+    def _write_successes(self, items: Sequence[tuple[Slot, Verdict]]) -> None:
         completions = [completion_of(slot, o) for slot, o in items]
         try:
             done = self._persist(lambda: transitions.complete_many(self.alias, completions))
         except Unrecorded:
-            for slot, outcome in items:
-                self.report(slot, outcome, UNRECORDED)
+            for slot, verdict in items:
+                self.report(slot, verdict, UNRECORDED)
             return
         except DatabaseError as exc:
             if len(items) > 1:
@@ -146,53 +146,53 @@ class Recorder:
                 for item in items:
                     self._write_successes([item])
                 return
-            slot, outcome = items[0]
-            self._write_failure(slot, _refused(outcome, exc))
+            slot, verdict = items[0]
+            self._write_failure(slot, _refused(verdict, exc))
             return
         self.report_successes(items, done)
 
-    def report_successes(self, items: Sequence[tuple[Slot, Outcome]], done: set[int]) -> None:
+    def report_successes(self, items: Sequence[tuple[Slot, Verdict]], done: set[int]) -> None:
         """Report successes a statement wrote: ``done`` holds the ids of the attempts it
         recorded; the others were no longer this worker's (fenced off)."""
-        recorded: list[tuple[Slot, Recorded]] = []
-        for slot, outcome in items:
-            status: Recorded = "done" if slot.fence.job_id in done else "lost"
-            self._announce(slot, outcome, status)
+        recorded: list[tuple[Slot, Outcome]] = []
+        for slot, verdict in items:
+            status: Outcome = "done" if slot.fence.job_id in done else "lost"
+            self._announce(slot, verdict, status)
             recorded.append((slot, status))
         self.on_recorded_all(recorded)
 
-    def _write_failure(self, slot: Slot, outcome: Outcome) -> None:
-        if outcome.final == "release":
-            if self._release_after_connection_loss(slot, outcome):
+    def _write_failure(self, slot: Slot, verdict: Verdict) -> None:
+        if verdict.then == "release":
+            if self._release_after_connection_loss(slot, verdict):
                 return
-            outcome = charged(outcome)
+            verdict = charged(verdict)
         delay = 0.0
-        if outcome.final == "auto":
+        if verdict.then == "auto":
             delay = (
-                outcome.delay
-                if outcome.delay is not None
+                verdict.delay
+                if verdict.delay is not None
                 else retry_delay(slot.job.job_type, slot.fence.attempt - slot.job.retried_from)
             )
         duration = slot.elapsed_ms
-        for attempt_outcome in (outcome, _plain(outcome)):
+        for candidate in (verdict, _plain(verdict)):
 
-            def end(o: Outcome = attempt_outcome) -> str | None:
-                assert o.attempt_outcome is not None
+            def end(o: Verdict = candidate) -> str | None:
+                assert o.failure is not None
                 return transitions.end_attempt(
                     self.alias,
                     slot.fence,
-                    outcome=o.attempt_outcome,
+                    failure=o.failure,
                     error_type=o.error_type,
                     error=o.error,
                     duration_ms=duration,
                     delay=delay,
-                    final=o.final,
+                    then=o.then,
                 )
 
             try:
                 status = self._persist(end)
             except Unrecorded:
-                self.report(slot, outcome, UNRECORDED)
+                self.report(slot, verdict, UNRECORDED)
                 return
             except DatabaseError:
                 logger.exception(
@@ -201,15 +201,15 @@ class Recorder:
                 )
                 continue
             if status == "ready":
-                self.report(slot, outcome, "retry", delay=delay)
+                self.report(slot, verdict, "retry", delay=delay)
             elif status in ("failed", "cancelled"):
-                self.report(slot, outcome, "failed" if status == "failed" else "cancelled")
+                self.report(slot, verdict, "failed" if status == "failed" else "cancelled")
             else:
-                self.report(slot, outcome, "lost")
+                self.report(slot, verdict, "lost")
             return
-        self.report(slot, outcome, UNRECORDED)
+        self.report(slot, verdict, UNRECORDED)
 
-    def _release_after_connection_loss(self, slot: Slot, outcome: Outcome) -> bool:
+    def _release_after_connection_loss(self, slot: Slot, verdict: Verdict) -> bool:
         """Give the attempt back uncharged (its database connection died under the
         handler), due again after the first loop-error wait, unless this attempt met that
         ``CONNECTION_LOSS_LIMIT - 1`` times in a row already. False when the caller must
@@ -220,8 +220,8 @@ class Recorder:
             return transitions.release(
                 self.alias,
                 [slot.fence],
-                error_type=outcome.error_type,
-                error=outcome.error,
+                error_type=verdict.error_type,
+                error=verdict.error,
                 delay=delay,
                 limit=conf.CONNECTION_LOSS_LIMIT - 1,
             )
@@ -229,14 +229,14 @@ class Recorder:
         try:
             released = self._persist(release)
         except Unrecorded:
-            self.report(slot, outcome, UNRECORDED)
+            self.report(slot, verdict, UNRECORDED)
             return True
         except DatabaseError:
             logger.exception("the database refused to give back job %s", slot.job.id)
             return False
         if slot.fence.job_id not in released:
             return False
-        self.report(slot, outcome, "released", delay=delay)
+        self.report(slot, verdict, "released", delay=delay)
         return True
 
     def _persist(self, operation: Callable[[], Any]) -> Any:
@@ -267,25 +267,25 @@ class Recorder:
 
     # --- reporting -------------------------------------------------------------------
 
-    def report(self, slot: Slot, outcome: Outcome, status: Recorded, delay: float = 0.0) -> None:
+    def report(self, slot: Slot, verdict: Verdict, status: Outcome, delay: float = 0.0) -> None:
         """Log the recorded outcome, send ``job_finished``, and hand the slot back.
 
         Successes are logged only with ``log_successes`` (``run_jobs -v 2`` or
         ``PQJOBS['LOG_SUCCESSES']``): a line per job costs a fast worker a third of its
         throughput, and the periodic summary counts them. Everything else is logged.
         """
-        self._announce(slot, outcome, status, delay)
+        self._announce(slot, verdict, status, delay)
         self.on_recorded(slot, status)
 
-    def _announce(self, slot: Slot, outcome: Outcome, status: Recorded, delay: float = 0.0) -> None:
+    def _announce(self, slot: Slot, verdict: Verdict, status: Outcome, delay: float = 0.0) -> None:
         """Log the outcome (successes only if asked to) and announce it (``endings``)."""
         if status == "done":
             if self.log_successes:
-                self._log(slot, outcome, status, delay)
+                self._log(slot, verdict, status, delay)
         else:
-            self._log(slot, outcome, status, delay)
+            self._log(slot, verdict, status, delay)
         if status != UNRECORDED:
-            endings.announce(slot.job, status, outcome.error or None)
+            endings.announce(slot.job, status, verdict.error or None)
         if status in ("failed", "cancelled") and slot.job.has_dependents:
             # the database cancelled the dependents that wait for it, at that commit
             try:
@@ -293,12 +293,12 @@ class Recorder:
             except DatabaseError:
                 logger.exception("could not read the dependents job %s cancelled", slot.job.id)
 
-    def _log(self, slot: Slot, outcome: Outcome, status: Recorded, delay: float) -> None:
+    def _log(self, slot: Slot, verdict: Verdict, status: Outcome, delay: float) -> None:
         job = slot.job
         name = printable(job.job_type)
         duration = slot.elapsed_ms
         fields = log_fields(slot, status, duration_ms=duration)
-        summary = outcome.summary
+        summary = verdict.summary
         if status != "done":
             fields["error"] = summary
         if status == "retry":
@@ -320,7 +320,7 @@ class Recorder:
                 name,
                 job.attempts,
                 job.max_attempts,
-                outcome.attempt_outcome,
+                verdict.failure,
                 delay,
                 summary,
                 extra=fields,
@@ -334,7 +334,7 @@ class Recorder:
                 job.attempts,
                 job.max_attempts,
                 status,
-                outcome.attempt_outcome,
+                verdict.failure,
                 duration,
                 summary,
                 extra=fields,
@@ -369,26 +369,26 @@ class Recorder:
             )
 
 
-def charged(outcome: Outcome) -> Outcome:
+def charged(verdict: Verdict) -> Verdict:
     """A lost connection met too many times in a row: an error like any other."""
-    return Outcome.failure(
-        AttemptOutcome.ERROR,
-        outcome.error_type,
-        f"{outcome.error}\n(the database connection was lost {conf.CONNECTION_LOSS_LIMIT} "
+    return Verdict.of_failure(
+        FailureKind.ERROR,
+        verdict.error_type,
+        f"{verdict.error}\n(the database connection was lost {conf.CONNECTION_LOSS_LIMIT} "
         "times in a row in this attempt: it counts)",
-        progress_json=outcome.progress_json,
-        summary=outcome.summary,
+        progress_json=verdict.progress_json,
+        summary=verdict.summary,
     )
 
 
-def _refused(outcome: Outcome, exc: DatabaseError) -> Outcome:
+def _refused(verdict: Verdict, exc: DatabaseError) -> Verdict:
     """A success whose result or progress the database refused becomes a permanent failure."""
     reason = first_line(exc)
-    return Outcome.failure(
-        AttemptOutcome.PERMANENT,
+    return Verdict.of_failure(
+        FailureKind.PERMANENT,
         "ResultNotStorable",
         f"the database refused to store this job's result or progress: {reason}",
-        final="failed",
+        then="failed",
         summary=f"the database refused the result: {reason}",
     )
 
@@ -398,14 +398,14 @@ def first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or ["(no message)"])[0][:300]
 
 
-def _plain(outcome: Outcome) -> Outcome:
+def _plain(verdict: Verdict) -> Verdict:
     """The same failure with an error text the database cannot refuse."""
-    assert outcome.attempt_outcome is not None
-    return Outcome.failure(
-        outcome.attempt_outcome,
-        outcome.error_type.encode("ascii", "replace").decode("ascii"),
-        outcome.error.encode("ascii", "backslashreplace").decode("ascii"),
-        final=outcome.final,
-        delay=outcome.delay,
-        summary=outcome.summary.encode("ascii", "backslashreplace").decode("ascii"),
+    assert verdict.failure is not None
+    return Verdict.of_failure(
+        verdict.failure,
+        verdict.error_type.encode("ascii", "replace").decode("ascii"),
+        verdict.error.encode("ascii", "backslashreplace").decode("ascii"),
+        then=verdict.then,
+        delay=verdict.delay,
+        summary=verdict.summary.encode("ascii", "backslashreplace").decode("ascii"),
     )

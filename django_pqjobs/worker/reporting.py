@@ -93,7 +93,7 @@ class Reporter(threading.Thread):
             connections.close_all()
 
     def final_report(self) -> None:
-        """Write what is left (called by the worker once its outcomes are all recorded)."""
+        """Write what is left (called by the worker once all its verdicts are recorded)."""
         try:
             self.write_stats()
         except DatabaseError:

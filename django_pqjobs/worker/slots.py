@@ -1,10 +1,10 @@
 """The jobs a worker holds: one :class:`Slot` per claimed job, kept in :class:`InFlight`
-from the claim until its outcome is recorded (so its heartbeat goes on until then).
+from the claim until its verdict is recorded (so its heartbeat goes on until then).
 
 A slot moves through ``queued`` (claimed, waiting for an executor) → ``handler`` (the
-handler runs; the watchdog may interrupt it) → ``finishing`` (the outcome is being decided
+handler runs; the watchdog may interrupt it) → ``finishing`` (the verdict is being decided
 and recorded) → ``done``. ``abandoned`` marks a thread job that ignored its timeout: its
-outcome was recorded by the watchdog and whatever its thread does later is discarded.
+verdict was recorded by the watchdog and whatever its thread does later is discarded.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class Slot:
     @property
     def elapsed_ms(self) -> int:
         """How long the attempt ran: from its start to the end of its executor's work (or to
-        now), however long its outcome then waits to be recorded."""
+        now), however long its verdict then waits to be recorded."""
         end = time.monotonic() if self.ended is None else self.ended
         return int((end - self.started) * 1000)
 

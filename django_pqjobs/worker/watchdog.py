@@ -16,9 +16,9 @@ from collections.abc import Callable
 
 from django.db import connections
 
-from ..outcomes import Outcome
 from ..printable import printable
-from ..statuses import AttemptOutcome
+from ..statuses import FailureKind
+from ..verdicts import Verdict
 from .recorder import log_fields
 from .slots import InFlight, Slot
 
@@ -33,7 +33,7 @@ class Watchdog(threading.Thread):
         self,
         in_flight: InFlight,
         grace: float,
-        record: Callable[[Slot, Outcome], None],
+        record: Callable[[Slot, Verdict], None],
         replace_executor: Callable[[], None],
     ) -> None:
         super().__init__(name="pqjobs-watchdog", daemon=True)
@@ -107,8 +107,8 @@ class Watchdog(threading.Thread):
         )
         self.record(
             slot,
-            Outcome.failure(
-                AttemptOutcome.TIMEOUT,
+            Verdict.of_failure(
+                FailureKind.TIMEOUT,
                 "JobTimeout",
                 f"job ran past its timeout of {job.timeout_seconds} s and did not stop "
                 f"within {self.grace} s of being interrupted; its thread was abandoned",

@@ -23,7 +23,7 @@ from ..durations import in_words
 from ..models import Job
 from ..policies import DelaySequence
 from ..printable import counted, printable
-from ..statuses import Recorded
+from ..statuses import Outcome
 from ..transitions import Fence
 from .claiming import ClaimBatch, Undecodable, claim_jobs
 from .completer import Completer
@@ -65,7 +65,7 @@ def default_worker_id() -> str:
 class Worker:
     """Runs jobs with ``concurrency`` executor threads, each with its own DB connection.
 
-    Beside them: a completer (records every outcome), a listener (LISTEN/NOTIFY), a
+    Beside them: a completer (records every verdict), a listener (LISTEN/NOTIFY), a
     maintenance thread (heartbeats, rescue, pruning, schedules) and a watchdog (timeouts).
     ``run()`` blocks until stopped and returns an exit code; ``stop()`` asks for a
     graceful shutdown from any thread.
@@ -448,7 +448,7 @@ class Worker:
         slot = self._slot(row.job())
         self.in_flight.add(slot)
         self.claimed_total += 1
-        self.completer.submit(slot, row.outcome())
+        self.completer.submit(slot, row.verdict())
 
     # --- executor threads ----------------------------------------------------------------
 
@@ -470,7 +470,7 @@ class Worker:
                 if slot is _STOP:
                     return
                 assert slot is not None
-                outcome, recorded = executor.attempt(slot)
+                verdict, recorded = executor.attempt(slot)
                 self._observe(time.monotonic() - slot.started)
                 if slot.finish():
                     logger.warning(
@@ -479,9 +479,9 @@ class Worker:
                     )
                     return  # a replacement thread already took this thread's place
                 if recorded is None:
-                    self.completer.submit(slot, outcome)
+                    self.completer.submit(slot, verdict)
                 else:
-                    self.recorder.report(slot, outcome, recorded)
+                    self.recorder.report(slot, verdict, recorded)
         finally:
             executor.close()
             connections.close_all()
@@ -491,11 +491,12 @@ class Worker:
         if self.watchdog is not None:
             self.watchdog.started(slot)
 
-    def _recorded(self, slot: Slot, status: Recorded) -> None:
-        """The outcome of ``slot`` is written (or given up on): count it, free the slot."""
+    def _recorded(self, slot: Slot, status: Outcome) -> None:
+        """``slot``'s verdict is written (or given up on), ``status`` its outcome: count it,
+        free the slot."""
         self._recorded_all([(slot, status)])
 
-    def _recorded_all(self, recorded: list[tuple[Slot, Recorded]]) -> None:
+    def _recorded_all(self, recorded: list[tuple[Slot, Outcome]]) -> None:
         """The same for many slots: each lock taken once."""
         held = self.in_flight.remove_all([slot for slot, _ in recorded])
         counted = [pair for pair, was_held in zip(recorded, held, strict=True) if was_held]
@@ -596,7 +597,7 @@ class Worker:
         while self.in_flight and time.monotonic() < deadline and self._signals_seen < 2:
             self._capacity.wait(0.1)
             self._capacity.clear()
-        # Slots past their handler have an outcome on its way to the completer.
+        # Slots past their handler have a verdict on its way to the completer.
         leftover = [s for s in self.in_flight if s.state in ("queued", "handler")]
         if leftover:
             self._release(leftover)

@@ -67,12 +67,12 @@ def test_every_way_out_of_running_gives_the_slot_back(way_out):
         transitions.end_attempt(
             DB,
             fence,
-            outcome="error",
+            failure="error",
             error_type="E",
             error="e",
             duration_ms=1,
             delay=3600,
-            final="auto" if way_out == "retry" else "failed",
+            then="auto" if way_out == "retry" else "failed",
         )
     elif way_out == "release":
         transitions.release(DB, [fence])

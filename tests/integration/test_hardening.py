@@ -19,9 +19,9 @@ from django_pqjobs import (
 )
 from django_pqjobs.context import JobContext
 from django_pqjobs.models import Job, JobAttempt
-from django_pqjobs.outcomes import Outcome
 from django_pqjobs.policies import make_delays
 from django_pqjobs.transitions import Fence
+from django_pqjobs.verdicts import Verdict
 from django_pqjobs.worker.claiming import claim_jobs
 from django_pqjobs.worker.recorder import Recorder
 from django_pqjobs.worker.slots import Slot
@@ -86,7 +86,7 @@ def test_a_completion_batch_the_database_refuses_is_written_one_by_one():
     ]
     # JSON text jsonb refuses, as if a value had slipped past the worker's own checks
     results = ['{"n":1}', '{"bad":"\\u0000"}', '{"n":3}']
-    recorder.write([(s, Outcome(result_json=r)) for s, r in zip(slots, results, strict=True)])
+    recorder.write([(s, Verdict(result_json=r)) for s, r in zip(slots, results, strict=True)])
     assert sorted(recorded) == [(ids[0], "done"), (ids[1], "failed"), (ids[2], "done")]
     refused = Job.objects.get(pk=ids[1])
     assert refused.error_type == "ResultNotStorable"

@@ -14,7 +14,7 @@ from tests.testapp.models import Effect
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def attempt_outcomes(job_id: int) -> list[tuple[str, str]]:
+def failure_kinds(job_id: int) -> list[tuple[str, str]]:
     return list(JobAttempt.objects.filter(job_id=job_id).values_list("outcome", "error_type"))
 
 
@@ -43,22 +43,22 @@ def test_retry_and_permanent_error_from_a_child(worker_factory):
     permanent = enqueue_job("tests.iso_permanent", max_attempts=5)
     assert wait_status(retried, "done", timeout=30).result == {"attempt": 2}
     assert wait_status(permanent, "failed", timeout=30).attempts == 1
-    assert attempt_outcomes(permanent) == [("permanent", "PermanentError")]
+    assert failure_kinds(permanent) == [("permanent", "PermanentError")]
 
 
 @pytest.mark.parametrize(
-    "job_type, outcome, error_type, message",
+    "job_type, kind, error_type, message",
     [
         ("tests.iso_segfault", "crashed", "ChildCrashed(SIGSEGV)", "SIGSEGV"),
         ("tests.iso_exit", "exited", "ChildExited", "status 3"),
         ("tests.iso_sigkill", "killed", "ChildKilled", "out-of-memory"),
     ],
 )
-def test_child_deaths_are_classified(worker_factory, job_type, outcome, error_type, message):
+def test_child_deaths_are_classified(worker_factory, job_type, kind, error_type, message):
     worker = worker_factory(concurrency=2)
     job_id = enqueue_job(job_type)
     job = wait_status(job_id, "failed", timeout=30)
-    assert attempt_outcomes(job_id) == [(outcome, error_type)]
+    assert failure_kinds(job_id) == [(kind, error_type)]
     assert message in job.last_error
     # the worker is still alive and at full capacity
     after = enqueue_job("tests.echo")
@@ -77,7 +77,7 @@ def test_runaway_child_is_killed_at_its_timeout_and_retried(worker_factory):
     worker_factory()
     job_id = enqueue_job("tests.iso_forever")
     job = wait_status(job_id, "failed", timeout=30)
-    assert [o for o, _ in attempt_outcomes(job_id)] == ["timeout", "timeout"]
+    assert [k for k, _ in failure_kinds(job_id)] == ["timeout", "timeout"]
     assert "process was killed" in job.last_error
 
 
@@ -88,7 +88,7 @@ def test_cancel_kills_an_isolated_running_job(worker_factory):
     wait_for(lambda: Job.objects.get(pk=job_id).heartbeat_at is not None)
     assert cancel_job(job_id) == "cancel_requested"
     job = wait_status(job_id, "cancelled", timeout=10)
-    assert attempt_outcomes(job_id) == [("cancelled", "JobCancelled")]
+    assert failure_kinds(job_id) == [("cancelled", "JobCancelled")]
     assert job.finished_at is not None
 
 

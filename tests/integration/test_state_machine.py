@@ -164,7 +164,7 @@ def test_a_completion_finds_its_row_where_the_claim_left_it_or_by_id():
     fences = [Fence.of(job, batch.tids[job.id]) for job in batch.jobs]
     assert [f.job_id for f in fences] == ids and all(f.tid for f in fences)
     # The second row moved since its claim (a heartbeat wrote a new version of it); the
-    # third was rescued and claimed again elsewhere (its outcome is fenced off); the fourth
+    # third was rescued and claimed again elsewhere (its verdict is fenced off); the fourth
     # comes with the place of another job's row.
     Job.objects.filter(pk=ids[1]).update(heartbeat_at=database_now(DB))
     Job.objects.filter(pk=ids[2]).update(attempts=5)
@@ -200,7 +200,7 @@ def test_completion_is_fenced_on_worker_and_attempt():
     stale = Fence(job.id, "w", job.attempts)
     assert not transitions.complete(DB, Completion(Fence(job.id, "other", job.attempts), None, 1))
     assert not transitions.complete(DB, Completion(Fence(job.id, "w", job.attempts + 1), None, 1))
-    # the job is rescued and claimed again: the first attempt's late outcome is refused
+    # the job is rescued and claimed again: the first attempt's late verdict is refused
     Job.objects.filter(pk=job.id).update(heartbeat_at=job.locked_at - timedelta(hours=1))
     transitions.rescue_stale(DB, 60)
     (again,) = claim_jobs(DB, "w", None, 1).jobs
@@ -208,7 +208,7 @@ def test_completion_is_fenced_on_worker_and_attempt():
     assert not transitions.complete(DB, Completion(stale, None, 1))
     assert (
         transitions.end_attempt(
-            DB, stale, outcome="error", error_type="E", error="late", duration_ms=1
+            DB, stale, failure="error", error_type="E", error="late", duration_ms=1
         )
         is None
     )
@@ -225,7 +225,7 @@ def test_retry_backs_off_and_records_every_failed_attempt_then_fails():
         status = transitions.end_attempt(
             DB,
             Fence.of(job),
-            outcome="error",
+            failure="error",
             error_type="ValueError",
             error=f"Traceback...\nValueError: boom {attempt}",
             duration_ms=5,
@@ -255,11 +255,11 @@ def test_permanent_failure_and_cancel_are_final_at_once():
         transitions.end_attempt(
             DB,
             Fence.of(ja),
-            outcome="permanent",
+            failure="permanent",
             error_type="E",
             error="no",
             duration_ms=1,
-            final="failed",
+            then="failed",
         )
         == "failed"
     )
@@ -267,18 +267,18 @@ def test_permanent_failure_and_cancel_are_final_at_once():
         transitions.end_attempt(
             DB,
             Fence.of(jb),
-            outcome="cancelled",
+            failure="cancelled",
             error_type="C",
             error="stop",
             duration_ms=1,
-            final="cancelled",
+            then="cancelled",
         )
         == "cancelled"
     )
     assert {Job.objects.get(pk=a).status, Job.objects.get(pk=b).status} == {"failed", "cancelled"}
-    with pytest.raises(ValueError, match="final"):
+    with pytest.raises(ValueError, match="then must be"):
         transitions.end_attempt(
-            DB, Fence.of(ja), outcome="x", error_type="", error="", duration_ms=1, final="done"
+            DB, Fence.of(ja), failure="x", error_type="", error="", duration_ms=1, then="done"
         )
 
 
@@ -287,7 +287,7 @@ def test_error_text_is_capped_at_10_kb_keeping_the_end():
     (job,) = claim_jobs(DB, "w", None, 1).jobs
     huge = "x" * 50_000 + "\nValueError: the real cause"
     transitions.end_attempt(
-        DB, Fence.of(job), outcome="error", error_type="ValueError", error=huge, duration_ms=1
+        DB, Fence.of(job), failure="error", error_type="ValueError", error=huge, duration_ms=1
     )
     row = Job.objects.get(pk=job.id)
     assert len(row.last_error) <= 10 * 1024
@@ -483,7 +483,7 @@ def test_requeue_numbers_attempts_on_with_a_fresh_bound():
     for _ in range(2):
         (job,) = claim_jobs(DB, "w", None, 1).jobs
         transitions.end_attempt(
-            DB, Fence.of(job), outcome="error", error_type="E", error="boom", duration_ms=1
+            DB, Fence.of(job), failure="error", error_type="E", error="boom", duration_ms=1
         )
         Job.objects.filter(pk=job_id).update(run_after=database_now(DB))
     assert Job.objects.get(pk=job_id).status == "failed"
@@ -500,7 +500,7 @@ def test_requeue_numbers_attempts_on_with_a_fresh_bound():
     stale = Fence(job_id, "w", 2)
     assert (
         transitions.end_attempt(
-            DB, stale, outcome="error", error_type="E", error="late", duration_ms=1
+            DB, stale, failure="error", error_type="E", error="late", duration_ms=1
         )
         is None
     )
@@ -557,11 +557,11 @@ def test_force_release_is_fenced_against_the_old_worker():
     assert transitions.force_release(DB, old, "again") is None  # no longer running
     (again,) = claim_jobs(DB, "new-worker", None, 1).jobs
     assert again.attempts == 2
-    # the stuck worker wakes up: every outcome it records is fenced off
+    # the stuck worker wakes up: every verdict it records is fenced off
     assert not transitions.complete(DB, transitions.Completion(old, None, 5))
     assert (
         transitions.end_attempt(
-            DB, old, outcome="error", error_type="E", error="late", duration_ms=1
+            DB, old, failure="error", error_type="E", error="late", duration_ms=1
         )
         is None
     )
@@ -598,7 +598,7 @@ def test_completion_clears_the_error_of_earlier_attempts():
     job_id = enqueue_job("t")
     (job,) = claim_jobs(DB, "w", None, 1).jobs
     transitions.end_attempt(
-        DB, Fence.of(job), outcome="error", error_type="ValueError", error="boom", duration_ms=1
+        DB, Fence.of(job), failure="error", error_type="ValueError", error="boom", duration_ms=1
     )
     Job.objects.filter(pk=job_id).update(run_after=database_now(DB))
     (job,) = claim_jobs(DB, "w", None, 1).jobs

@@ -244,7 +244,7 @@ def test_results_of_running_failed_and_cancelled_jobs(tasks):
     assert (fetched.worker_ids, fetched.errors, fetched.finished_at) == (["w1"], [], None)
 
     failed = tasks.boom.enqueue("x")
-    _fail_attempt(int(failed.id), "w1", "tests.errors.Custom", "custom", final="failed")
+    _fail_attempt(int(failed.id), "w1", "tests.errors.Custom", "custom", then="failed")
     fetched = tasks.boom.get_result(failed.id)
     assert fetched.status is fw.TaskResultStatus.FAILED
     assert [e.exception_class_path for e in fetched.errors] == ["tests.errors.Custom"]
@@ -253,7 +253,7 @@ def test_results_of_running_failed_and_cancelled_jobs(tasks):
         _ = fetched.return_value
 
     timed_out = tasks.boom.enqueue("y")
-    _fail_attempt(int(timed_out.id), "w1", "JobTimeout", "ran past its timeout", final="failed")
+    _fail_attempt(int(timed_out.id), "w1", "JobTimeout", "ran past its timeout", then="failed")
     fetched = tasks.boom.get_result(timed_out.id)
     assert [e.exception_class_path for e in fetched.errors] == ["django_pqjobs.errors.JobTimeout"]
 
@@ -281,17 +281,17 @@ def _claim(job_id: int, worker: str) -> None:
         )
 
 
-def _fail_attempt(job_id: int, worker: str, error_type: str, text: str, final="auto") -> None:
+def _fail_attempt(job_id: int, worker: str, error_type: str, text: str, then="auto") -> None:
     _claim(job_id, worker)
     job = Job.objects.get(pk=job_id)
     transitions.end_attempt(
         "default",
         transitions.Fence(job_id, worker, job.attempts),
-        outcome="error",
+        failure="error",
         error_type=error_type,
         error=text,
         duration_ms=1,
-        final=final,
+        then=then,
     )
 
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from django_pqjobs import transitions
-from django_pqjobs.outcomes import Outcome
-from django_pqjobs.statuses import AttemptOutcome
+from django_pqjobs.statuses import FailureKind
 from django_pqjobs.transitions import Fence
+from django_pqjobs.verdicts import Verdict
 from django_pqjobs.worker.completer import HOLD_MAX_AGE, START_MARK_DELAY, Completer
 from django_pqjobs.worker.slots import Slot
 
@@ -21,10 +21,10 @@ class FakeRecorder:
     alias = "default"
 
     def __init__(self) -> None:
-        self.writes: list[list[tuple[Slot, Outcome]]] = []
+        self.writes: list[list[tuple[Slot, Verdict]]] = []
         self.wrote = threading.Event()
 
-    def write(self, items: list[tuple[Slot, Outcome]]) -> None:
+    def write(self, items: list[tuple[Slot, Verdict]]) -> None:
         self.writes.append(list(items))
         self.wrote.set()
 
@@ -42,7 +42,7 @@ def slot(job_id: int, **columns: Any) -> Slot:
     return Slot(job=job, ctx=None, fence=Fence(job_id, "w", 1))  # type: ignore[arg-type]
 
 
-FAILED = Outcome.failure(AttemptOutcome.ERROR, "ValueError", "boom")
+FAILED = Verdict.of_failure(FailureKind.ERROR, "ValueError", "boom")
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def test_successes_are_held_in_stream_mode_and_written_together(running):
     completer, recorder = running(hold=lambda: True, on_held=lambda: held.append(1))
     began = time.monotonic()
     for n in range(3):
-        completer.submit(slot(n), Outcome())
+        completer.submit(slot(n), Verdict())
     assert completer.held == 3 and len(held) == 3  # the worker counts them as free capacity
     assert recorder.wrote.wait(2)
     assert time.monotonic() - began >= HOLD_MAX_AGE * 0.9
@@ -77,7 +77,7 @@ def test_successes_are_held_in_stream_mode_and_written_together(running):
 
 def test_a_failure_is_written_at_once_while_successes_wait(running):
     completer, recorder = running(hold=lambda: True)
-    completer.submit(slot(1), Outcome())
+    completer.submit(slot(1), Verdict())
     completer.submit(slot(2), FAILED)
     assert recorder.wrote.wait(HOLD_MAX_AGE / 2)
     assert [s.fence.job_id for s, _ in recorder.writes[0]] == [2]
@@ -95,8 +95,8 @@ def test_a_failure_is_written_at_once_while_successes_wait(running):
 )
 def test_a_success_that_frees_something_is_written_at_once_even_in_stream_mode(running, columns):
     completer, recorder = running(hold=lambda: True)
-    completer.submit(slot(1), Outcome())
-    completer.submit(slot(2, **columns), Outcome())
+    completer.submit(slot(1), Verdict())
+    completer.submit(slot(2, **columns), Verdict())
     assert recorder.wrote.wait(HOLD_MAX_AGE / 2)
     assert [s.fence.job_id for s, _ in recorder.writes[0]] == [2]
     assert completer.held == 1
@@ -104,7 +104,7 @@ def test_a_success_that_frees_something_is_written_at_once_even_in_stream_mode(r
 
 def test_outside_stream_mode_a_success_is_written_at_once(running):
     completer, recorder = running(hold=lambda: False)
-    completer.submit(slot(1), Outcome())
+    completer.submit(slot(1), Verdict())
     assert recorder.wrote.wait(HOLD_MAX_AGE / 2)
     assert completer.held == 0
 
@@ -113,7 +113,7 @@ def test_stopping_writes_what_is_held():
     recorder = FakeRecorder()
     completer = Completer(recorder, hold=lambda: True)  # type: ignore[arg-type]
     completer.start()
-    completer.submit(slot(7), Outcome())
+    completer.submit(slot(7), Verdict())
     completer.stop()
     completer.join(5)
     assert not completer.is_alive()
@@ -130,7 +130,7 @@ def test_a_start_is_written_only_for_a_handler_still_running_after_the_delay(run
     for s in (quick, slow):
         s.enter_handler()
         completer.started(s)
-    quick.finish()  # ended well within the delay: its outcome says more
+    quick.finish()  # ended well within the delay: its verdict says more
     time.sleep(START_MARK_DELAY / 2)
     assert marked == []
     deadline = time.monotonic() + 2

@@ -13,5 +13,5 @@ def test_the_duration_stops_when_the_executor_is_done_however_late_it_is_recorde
     assert 190 <= slot.elapsed_ms < 1000  # running: up to now
     slot.finish()
     finished = slot.elapsed_ms
-    time.sleep(0.05)  # the outcome waits (the completer is busy, a batch is filling)
+    time.sleep(0.05)  # the verdict waits (the completer is busy, a batch is filling)
     assert slot.elapsed_ms == finished

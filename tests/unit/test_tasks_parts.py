@@ -29,7 +29,7 @@ from django_pqjobs.tasks.results import exception_class_path
         ("PermanentError", "django_pqjobs.errors.PermanentError"),
         ("TaskNotLoadable", "django_pqjobs.tasks.errors.TaskNotLoadable"),
         ("TaskReturnValueError", "django_pqjobs.tasks.errors.TaskReturnValueError"),
-        ("ResultNotSerializable", "django_pqjobs.outcomes.ResultNotSerializable"),
+        ("ResultNotSerializable", "django_pqjobs.verdicts.ResultNotSerializable"),
         ("ResultNotStorable", "django_pqjobs.tasks.errors.ResultNotStorable"),
         ("UndecodableJob", "django_pqjobs.tasks.errors.UndecodableJob"),
         ("WorkerLostBeforeStart", "django_pqjobs.tasks.errors.WorkerLostBeforeStart"),

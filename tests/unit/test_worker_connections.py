@@ -118,8 +118,8 @@ def test_the_executor_looks_after_idling_and_not_between_back_to_back_jobs(monke
     runner = Executor("default", "thread", lambda slot: None)
     for job_id, now in enumerate(clock, start=1):
         times["now"] = now
-        outcome, _ = runner.run(noop_slot(job_id))
-        assert outcome.succeeded
+        verdict, _ = runner.run(noop_slot(job_id))
+        assert verdict.succeeded
     times["now"] = 100.0 + LOOK_AFTER_IDLE * 10  # idle since the last job ended
     runner.run(noop_slot(9))
     runner.close()
@@ -146,10 +146,10 @@ def test_the_listener_says_lost_only_of_a_connection_it_had(monkeypatch, caplog)
     attempts = iter([psycopg.OperationalError("connection refused"), ListeningConnection()])
 
     def connect(alias: str) -> ListeningConnection:
-        outcome = next(attempts)
-        if isinstance(outcome, Exception):
-            raise outcome
-        return outcome
+        opened = next(attempts)
+        if isinstance(opened, Exception):
+            raise opened
+        return opened
 
     monkeypatch.setattr(listener, "listening_connection", connect)
     monkeypatch.setattr(listener.Listener, "_say_listening", lambda *args: None)

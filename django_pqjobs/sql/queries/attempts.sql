@@ -4,14 +4,14 @@
 WITH ended AS (
     UPDATE pqjobs_job
     SET status = CASE
-            WHEN %(final)s = 'auto' AND attempts < max_attempts THEN 'ready'
-            WHEN %(final)s = 'auto' THEN 'failed'
-            ELSE %(final)s END,
+            WHEN %(then)s = 'auto' AND attempts < max_attempts THEN 'ready'
+            WHEN %(then)s = 'auto' THEN 'failed'
+            ELSE %(then)s END,
         run_after = CASE
-            WHEN %(final)s = 'auto' AND attempts < max_attempts
+            WHEN %(then)s = 'auto' AND attempts < max_attempts
             THEN now() + make_interval(secs => %(delay)s) ELSE run_after END,
         finished_at = CASE
-            WHEN %(final)s = 'auto' AND attempts < max_attempts THEN NULL ELSE now() END,
+            WHEN %(then)s = 'auto' AND attempts < max_attempts THEN NULL ELSE now() END,
         last_error = %(error)s, error_type = %(error_type)s, duration_ms = %(duration_ms)s,
         heartbeat_at = NULL, updated_at = now()
     WHERE id = %(id)s AND status = 'running' AND locked_by = %(worker)s
@@ -20,7 +20,7 @@ WITH ended AS (
 ), recorded AS (
     INSERT INTO pqjobs_attempt
         (job_id, attempt, worker_id, started_at, finished_at, outcome, error_type, traceback)
-    SELECT id, %(attempt)s, %(worker)s, locked_at, now(), %(outcome)s, %(error_type)s, %(error)s
+    SELECT id, %(attempt)s, %(worker)s, locked_at, now(), %(failure)s, %(error_type)s, %(error)s
     FROM ended
 )
 SELECT status FROM ended
@@ -83,7 +83,7 @@ WITH stale AS (
             WHEN stale.charged AND j.attempts >= j.max_attempts THEN 'failed'
             ELSE 'ready' END,
         -- an attempt is given back by allowing one more, never by reusing its number:
-        -- attempt numbers fence the outcomes of a worker that may still be alive
+        -- attempt numbers fence off the verdicts of a worker that may still be alive
         max_attempts = CASE WHEN stale.charged THEN j.max_attempts ELSE j.max_attempts + 1 END,
         run_after = now(),
         finished_at = CASE

@@ -1,8 +1,9 @@
-"""How an attempt ended, decided where its handler ran: one type and one classifier.
+"""The executor's verdict on one attempt, decided where its handler ran: one type and one
+classifier.
 
 The executor thread and the child process of an isolated job both turn what the handler
-did (returned a value, raised) into an :class:`Outcome` with the functions here; the worker
-then records every outcome the same way (``worker/recorder.py``). Nothing here touches the
+did (returned a value, raised) into a :class:`Verdict` with the functions here; the worker
+then records every verdict the same way (``worker/recorder.py``). Nothing here touches the
 database.
 """
 
@@ -19,52 +20,55 @@ from .conf import conf
 from .errors import JobCancelled, JobTimeout, PayloadError, PermanentError, Retry
 from .printable import one_line
 from .serialization import to_json
-from .statuses import AttemptOutcome, EndStatus
+from .statuses import AfterFailure, FailureKind
 
 # Frames of these modules come before the handler's own in every traceback; they say
 # nothing about the job's failure and are left out of the stored traceback.
-_WORKER_MODULES = ("django_pqjobs.worker.", "django_pqjobs.outcomes")
+_WORKER_MODULES = ("django_pqjobs.worker.", "django_pqjobs.verdicts")
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """One attempt's end. ``attempt_outcome`` is None for a success.
+class Verdict:
+    """The executor's verdict on one attempt. ``failure`` (the kind of failure) is None for a
+    success.
 
-    For a failure, ``final`` says where the job goes: ``"auto"`` retries while attempts
+    For a failure, ``then`` says where the job goes: ``"auto"`` retries while attempts
     remain (after ``delay`` seconds if the handler asked for one, else the backoff policy),
-    ``"failed"`` and ``"cancelled"`` end the job at once.
+    ``"failed"`` and ``"cancelled"`` end the job at once, ``"release"`` gives the attempt
+    back uncharged (its database connection died).
     """
 
-    attempt_outcome: AttemptOutcome | None = None
+    failure: FailureKind | None = None
     result_json: str | None = None
     progress_json: str | None = None
     error_type: str = ""
     error: str = ""
-    final: EndStatus = "auto"
+    then: AfterFailure = "auto"
     delay: float | None = None
     summary: str = ""  # one line for logs: "ValueError: bad input"
 
     @property
     def succeeded(self) -> bool:
-        return self.attempt_outcome is None
+        return self.failure is None
 
     @classmethod
-    def failure(
+    def of_failure(
         cls,
-        attempt_outcome: AttemptOutcome,
+        failure: FailureKind,
         error_type: str,
         error: str,
         *,
-        final: EndStatus = "auto",
+        then: AfterFailure = "auto",
         delay: float | None = None,
         progress_json: str | None = None,
         summary: str | None = None,
-    ) -> Outcome:
+    ) -> Verdict:
+        """A failed attempt's verdict (``summary`` defaults to the error's first line)."""
         return cls(
-            attempt_outcome=attempt_outcome,
+            failure=failure,
             error_type=error_type,
             error=error,
-            final=final,
+            then=then,
             delay=delay,
             progress_json=progress_json,
             summary=one_line(error if summary is None else summary),
@@ -80,14 +84,14 @@ def success(
     result: Any,
     progress_json: str | None = None,
     result_max_bytes: int | None = None,
-) -> Outcome:
-    """The outcome of a handler that returned ``result``.
+) -> Verdict:
+    """The verdict on a handler that returned ``result``.
 
     A result the database cannot store fails the attempt for good, with the reason.
     ``result_max_bytes``: ``PQJOBS['RESULT_MAX_BYTES']`` when not given.
     """
     if result is None:
-        return Outcome(progress_json=progress_json)
+        return Verdict(progress_json=progress_json)
     try:
         result_json = to_json(
             result,
@@ -96,20 +100,20 @@ def success(
             "PQJOBS['RESULT_MAX_BYTES']",
         )
     except PayloadError as exc:
-        return Outcome.failure(
-            AttemptOutcome.PERMANENT,
+        return Verdict.of_failure(
+            FailureKind.PERMANENT,
             "ResultNotSerializable",
             f"{exc} (returned: {type(result).__name__} {safe_repr(result)})",
-            final="failed",
+            then="failed",
             progress_json=progress_json,
         )
-    return Outcome(result_json=result_json, progress_json=progress_json)
+    return Verdict(result_json=result_json, progress_json=progress_json)
 
 
 def classify(
     exc: BaseException, *, timeout: float | None = None, progress_json: str | None = None
-) -> Outcome:
-    """The outcome of a handler that raised ``exc``.
+) -> Verdict:
+    """The verdict on a handler that raised ``exc``.
 
     ``Retry`` retries (after its delay, if it gives one); ``PermanentError`` fails at once;
     ``JobCancelled`` ends the job cancelled; ``JobTimeout`` and every other exception count
@@ -120,8 +124,8 @@ def classify(
     summary = f"{name}: {message_of(exc)}"
     if isinstance(exc, Retry):
         reason = exc.reason or "retry requested"
-        return Outcome.failure(
-            AttemptOutcome.ERROR,
+        return Verdict.of_failure(
+            FailureKind.ERROR,
             "Retry",
             f"{reason}\n\n{text}",
             delay=exc.delay,
@@ -129,39 +133,39 @@ def classify(
             summary=reason,
         )
     if isinstance(exc, PermanentError):
-        return Outcome.failure(
-            AttemptOutcome.PERMANENT,
+        return Verdict.of_failure(
+            FailureKind.PERMANENT,
             name,
             text,
-            final="failed",
+            then="failed",
             progress_json=progress_json,
             summary=summary,
         )
     if isinstance(exc, JobCancelled):
-        return Outcome.failure(
-            AttemptOutcome.CANCELLED,
+        return Verdict.of_failure(
+            FailureKind.CANCELLED,
             "JobCancelled",
             text,
-            final="cancelled",
+            then="cancelled",
             progress_json=progress_json,
             summary=summary,
         )
     if isinstance(exc, JobTimeout):
         message = message_of(exc) or f"job ran past its timeout of {timeout} s"
-        return Outcome.failure(
-            AttemptOutcome.TIMEOUT, "JobTimeout", message, progress_json=progress_json
+        return Verdict.of_failure(
+            FailureKind.TIMEOUT, "JobTimeout", message, progress_json=progress_json
         )
     if connection_lost(exc):
-        return Outcome.failure(
-            AttemptOutcome.RELEASED,
+        return Verdict.of_failure(
+            FailureKind.RELEASED,
             CONNECTION_LOST,
             text,
-            final="release",
+            then="release",
             progress_json=progress_json,
             summary=f"database connection lost ({summary})",
         )
-    return Outcome.failure(
-        AttemptOutcome.ERROR, name, text, progress_json=progress_json, summary=summary
+    return Verdict.of_failure(
+        FailureKind.ERROR, name, text, progress_json=progress_json, summary=summary
     )
 
 
@@ -200,12 +204,12 @@ def connection_lost(exc: BaseException) -> bool:
     return False
 
 
-def unknown_type(job_type: str) -> Outcome:
-    return Outcome.failure(
-        AttemptOutcome.UNKNOWN_TYPE,
+def unknown_type(job_type: str) -> Verdict:
+    return Verdict.of_failure(
+        FailureKind.UNKNOWN_TYPE,
         "UnknownJobType",
         f"no handler registered for '{job_type}'",
-        final="failed",
+        then="failed",
     )
 
 

@@ -7,10 +7,10 @@ import math
 import psycopg
 import pytest
 
-from django_pqjobs import outcomes
+from django_pqjobs import verdicts
 from django_pqjobs.errors import JobCancelled, JobTimeout, PermanentError, Retry
 from django_pqjobs.printable import one_line
-from django_pqjobs.statuses import AttemptOutcome
+from django_pqjobs.statuses import FailureKind
 
 
 def raised(exc: BaseException) -> BaseException:
@@ -21,46 +21,44 @@ def raised(exc: BaseException) -> BaseException:
 
 
 @pytest.mark.parametrize(
-    ("exc", "attempt_outcome", "error_type", "final", "delay"),
+    ("exc", "failure", "error_type", "then", "delay"),
     [
-        (Retry("busy", delay=7), AttemptOutcome.ERROR, "Retry", "auto", 7.0),
-        (Retry(), AttemptOutcome.ERROR, "Retry", "auto", None),
-        (PermanentError("no"), AttemptOutcome.PERMANENT, "PermanentError", "failed", None),
-        (JobCancelled("stop"), AttemptOutcome.CANCELLED, "JobCancelled", "cancelled", None),
-        (JobTimeout(), AttemptOutcome.TIMEOUT, "JobTimeout", "auto", None),
-        (ValueError("bad"), AttemptOutcome.ERROR, "ValueError", "auto", None),
-        (SystemExit(3), AttemptOutcome.ERROR, "SystemExit", "auto", None),
+        (Retry("busy", delay=7), FailureKind.ERROR, "Retry", "auto", 7.0),
+        (Retry(), FailureKind.ERROR, "Retry", "auto", None),
+        (PermanentError("no"), FailureKind.PERMANENT, "PermanentError", "failed", None),
+        (JobCancelled("stop"), FailureKind.CANCELLED, "JobCancelled", "cancelled", None),
+        (JobTimeout(), FailureKind.TIMEOUT, "JobTimeout", "auto", None),
+        (ValueError("bad"), FailureKind.ERROR, "ValueError", "auto", None),
+        (SystemExit(3), FailureKind.ERROR, "SystemExit", "auto", None),
     ],
 )
-def test_classify_maps_each_exception_to_one_outcome(
-    exc, attempt_outcome, error_type, final, delay
-):
-    outcome = outcomes.classify(raised(exc), timeout=5)
-    assert not outcome.succeeded
-    assert (outcome.attempt_outcome, outcome.error_type, outcome.final, outcome.delay) == (
-        attempt_outcome,
+def test_classify_maps_each_exception_to_one_verdict(exc, failure, error_type, then, delay):
+    verdict = verdicts.classify(raised(exc), timeout=5)
+    assert not verdict.succeeded
+    assert (verdict.failure, verdict.error_type, verdict.then, verdict.delay) == (
+        failure,
         error_type,
-        final,
+        then,
         delay,
     )
 
 
 def test_retry_keeps_its_reason_and_a_timeout_says_its_limit():
-    assert outcomes.classify(raised(Retry("mailer busy"))).error.startswith("mailer busy\n")
-    assert outcomes.classify(raised(Retry("mailer busy"))).summary == "mailer busy"
-    assert "timeout of 2.5 s" in outcomes.classify(raised(JobTimeout()), timeout=2.5).error
+    assert verdicts.classify(raised(Retry("mailer busy"))).error.startswith("mailer busy\n")
+    assert verdicts.classify(raised(Retry("mailer busy"))).summary == "mailer busy"
+    assert "timeout of 2.5 s" in verdicts.classify(raised(JobTimeout()), timeout=2.5).error
 
 
 def test_user_exceptions_are_named_by_their_dotted_path():
     class Boom(Exception):
         pass
 
-    assert outcomes.classify(raised(Boom("x"))).error_type == f"{__name__}.{Boom.__qualname__}"
+    assert verdicts.classify(raised(Boom("x"))).error_type == f"{__name__}.{Boom.__qualname__}"
 
 
 def test_summary_is_one_printable_line_of_the_message():
-    outcome = outcomes.classify(raised(ValueError("first line\nsecond \x1b[31mred")))
-    assert outcome.summary == "ValueError: first line"
+    verdict = verdicts.classify(raised(ValueError("first line\nsecond \x1b[31mred")))
+    assert verdict.summary == "ValueError: first line"
     assert "\x1b" not in one_line("\x1b[31mred")
     assert len(one_line("x" * 1000)) == 200
 
@@ -70,19 +68,19 @@ def test_an_exception_whose_str_raises_is_still_recorded():
         def __str__(self) -> str:
             raise RuntimeError("no")
 
-    outcome = outcomes.classify(raised(Nasty()))
-    assert outcome.error_type.endswith("Nasty")
-    assert "str() failed" in outcome.summary
+    verdict = verdicts.classify(raised(Nasty()))
+    assert verdict.error_type.endswith("Nasty")
+    assert "str() failed" in verdict.summary
 
 
 def test_success_stores_json_results_and_refuses_what_the_database_cannot_hold():
-    assert outcomes.success("t", None) == outcomes.Outcome()
-    assert outcomes.success("t", {"a": 1}).result_json == '{"a":1}'
+    assert verdicts.success("t", None) == verdicts.Verdict()
+    assert verdicts.success("t", {"a": 1}).result_json == '{"a":1}'
     for bad in ({"text": "pdf\x00text"}, {"lone": "\udc80"}, {"n": math.nan}, {1, 2}):
-        outcome = outcomes.success("t", bad)
-        assert (outcome.attempt_outcome, outcome.final) == (AttemptOutcome.PERMANENT, "failed")
-        assert outcome.error_type == "ResultNotSerializable"
-        assert "job type 't'" in outcome.error
+        verdict = verdicts.success("t", bad)
+        assert (verdict.failure, verdict.then) == (FailureKind.PERMANENT, "failed")
+        assert verdict.error_type == "ResultNotSerializable"
+        assert "job type 't'" in verdict.error
 
 
 def test_describe_starts_at_the_handler_not_the_worker():
@@ -90,7 +88,7 @@ def test_describe_starts_at_the_handler_not_the_worker():
         raise ValueError("from the handler")
 
     exc = raised_from_worker_frames(handler)
-    text = outcomes.describe(exc)
+    text = verdicts.describe(exc)
     assert "in handler" in text and "ValueError: from the handler" in text
     assert "in run_like_the_worker" not in text
 
@@ -111,8 +109,8 @@ def raised_from_worker_frames(handler) -> BaseException:
 
 
 def test_unknown_type_fails_for_good_naming_the_type():
-    outcome = outcomes.unknown_type("nope")
-    assert outcome.final == "failed" and "no handler registered for 'nope'" in outcome.error
+    verdict = verdicts.unknown_type("nope")
+    assert verdict.then == "failed" and "no handler registered for 'nope'" in verdict.error
 
 
 # --- a database connection that died is not the handler's failure --------------------------
@@ -143,16 +141,16 @@ def test_a_lost_connection_gives_the_attempt_back(cause):
     from django.db import utils
 
     for error in (cause, _wrapped(cause, utils.OperationalError)):
-        outcome = outcomes.classify(error)
-        assert outcome.final == "release" and outcome.error_type == "DatabaseConnectionLost"
-        assert outcome.attempt_outcome == "released"
+        verdict = verdicts.classify(error)
+        assert verdict.then == "release" and verdict.error_type == "DatabaseConnectionLost"
+        assert verdict.failure == "released"
     try:  # raised while handling it, or from it, in the handler's own code
         try:
             raise cause
         except psycopg.Error as exc:
             raise RuntimeError("could not save the invoice") from exc
     except RuntimeError as chained:
-        assert outcomes.classify(chained).final == "release"
+        assert verdicts.classify(chained).then == "release"
 
 
 @pytest.mark.parametrize(
@@ -167,13 +165,13 @@ def test_a_lost_connection_gives_the_attempt_back(cause):
     ids=lambda e: type(e).__name__,
 )
 def test_errors_of_the_handlers_own_queries_are_charged(error):
-    assert outcomes.classify(error).final == "auto"
+    assert verdicts.classify(error).then == "auto"
 
 
 def test_retry_and_permanent_error_win_over_a_lost_connection():
     lost = psycopg.errors.AdminShutdown("terminating connection")
-    for explicit, final in ((Retry("later"), "auto"), (PermanentError("no"), "failed")):
+    for explicit, then in ((Retry("later"), "auto"), (PermanentError("no"), "failed")):
         try:
             raise explicit from lost
         except Exception as exc:
-            assert outcomes.classify(exc).final == final
+            assert verdicts.classify(exc).then == then
