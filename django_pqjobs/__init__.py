@@ -22,6 +22,7 @@ from .errors import (
     PQJobsError,
     QueueFull,
     Retry,
+    Snooze,
     UnknownJobType,
     WaitTimeout,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "Priority",
     "QueueFull",
     "Retry",
+    "Snooze",
     "StepBackoff",
     "UnknownJobType",
     "WaitTimeout",

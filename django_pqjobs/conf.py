@@ -401,6 +401,13 @@ class Settings:
         "connection died, the attempt is charged like any failure; the times before, it is "
         "given back uncharged (1: always charged).",
     )
+    SNOOZE_LIMIT = Setting(
+        100,
+        positive_int,
+        check="pqjobs.E036",
+        meaning="How many times in a row a job may snooze (raise Snooze) without its attempt "
+        "counting; the snooze after that fails it for good (error type SnoozeLimit).",
+    )
     LISTEN_NOTIFY = Setting(
         True,
         boolean,

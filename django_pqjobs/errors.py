@@ -25,6 +25,23 @@ class Retry(Exception):
         super().__init__(reason or "retry requested")
 
 
+class Snooze(Exception):
+    """Raise from a handler to run the job again later, without charging the attempt.
+
+    The job goes back to ``ready``, due after ``delay`` (a ``timedelta`` or seconds, 0 or
+    more); ``attempts`` does not grow, and the attempt history records a ``snoozed`` row
+    (``reason``, if given, as its note). A job may snooze ``PQJOBS["SNOOZE_LIMIT"]`` times
+    in a row; the snooze after that fails it for good (error type ``SnoozeLimit``), so a
+    job cannot snooze for ever. Unlike :class:`Retry`, whose attempt counts towards
+    ``max_attempts``.
+    """
+
+    def __init__(self, delay: Duration, reason: str = "") -> None:
+        self.delay: float = to_seconds(delay, "Snooze(delay)", allow_zero=True)
+        self.reason = reason
+        super().__init__(reason or f"snoozed for {self.delay:g} s")
+
+
 class PermanentError(Exception):
     """Raise from a handler when retrying cannot help: the job ends ``failed`` at once."""
 

@@ -153,7 +153,7 @@ class JobQueueCollector:
         attempts = CounterMetricFamily(
             "pqjobs_attempts",
             "Attempts recorded by workers, per queue, job type and outcome (done, retry, "
-            "failed, cancelled, lost, released, unrecorded)",
+            "failed, cancelled, lost, released, snoozed, unrecorded)",
             labels=["queue", "job_type", "outcome"],
         )
         seconds_by_type: dict[tuple[str, str], float] = {}

@@ -61,6 +61,7 @@ class FailureKind(models.TextChoices):
     UNKNOWN_TYPE = "unknown_type", "No handler registered"
     LOST = "lost", "Worker lost (rescued)"
     RELEASED = "released", "Released (the attempt was given back)"
+    SNOOZED = "snoozed", "Snoozed (not charged)"
     CANCELLED = "cancelled", "Cancelled while running"
     KILLED = "killed", "Process killed (likely out of memory)"
     CRASHED = "crashed", "Process crashed (signal)"
@@ -84,18 +85,21 @@ class AuditAction(models.TextChoices):
 
 # After failure: where an attempt that did not succeed sends its job (a verdict's ``then``).
 # "auto" back to ready while attempts remain (else failed, the dead-letter state); "failed"
-# and "cancelled" end it at once; "release" gives the attempt back uncharged (its database
-# connection died under it), a bounded number of times in a row, and charges it like "auto"
-# after that.
+# and "cancelled" end it at once; "release" gives the attempt back uncharged (the handler
+# snoozed, or its database connection died under it), a bounded number of times in a row,
+# and charges it after that (see worker/recorder.py: GIVE_BACK).
 AfterFailure = Literal["auto", "failed", "cancelled", "release"]
 
 # The outcome of an attempt: what became of it once recorded, as ``job_finished``, a job
 # type's ``on_finished``, the worker's counts and the metrics report it. The job's new
 # status, "retry" (back to ready after a backoff), "lost" (the attempt was no longer ours),
-# "released" (given back uncharged: at shutdown, or after its database connection died) or
-# "unrecorded" (the database stayed unreachable until the worker stopped; the job is
-# rescued later). The one thing the package calls an outcome.
-Outcome = Literal["done", "retry", "failed", "cancelled", "lost", "released", "unrecorded"]
+# "released" (given back uncharged: at shutdown, or after its database connection died),
+# "snoozed" (the handler raised Snooze: back to ready later, uncharged) or "unrecorded" (the
+# database stayed unreachable until the worker stopped; the job is rescued later). The one
+# thing the package calls an outcome.
+Outcome = Literal[
+    "done", "retry", "failed", "cancelled", "lost", "released", "snoozed", "unrecorded"
+]
 
 # What a job waiting for dependencies does when one of them fails for good, is cancelled or
 # is deleted: be cancelled too (the default), or run anyway once all of them are finished.

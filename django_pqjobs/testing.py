@@ -51,7 +51,7 @@ class JobRun:
     job_id: int
     job_type: str
     attempt: int
-    outcome: Outcome  # done, retry, failed, cancelled (or lost)
+    outcome: Outcome  # done, retry, snoozed, failed, cancelled (or lost)
     error: str  # the error's one-line summary; empty when the job succeeded
 
     @property
@@ -85,7 +85,8 @@ def drain(
     Jobs run one at a time in priority order, in the calling thread and on its database
     connection. ``run_delayed``: delayed jobs and retries waiting for their backoff are made
     due and run as well, until each job is done or out of attempts. ``raise_errors``: raise
-    :class:`JobsFailed` listing the attempts that did not succeed. Raises
+    :class:`JobsFailed` listing the attempts that did not succeed (a snooze is not a
+    failure; with ``run_delayed`` a snoozed job is made due again at once). Raises
     :class:`TooManyJobs` after ``max_jobs`` attempts if jobs are still due.
     """
     from .worker.claiming import claim_jobs  # the worker package, only when a test drains
@@ -115,7 +116,8 @@ def drain(
             composition.settle_now(alias)
     finally:
         _draining.active -= 1
-    failed = [run for run in runs if not run.succeeded]
+    # a snooze is the handler's own "later", not a failure
+    failed = [run for run in runs if not run.succeeded and run.outcome != "snoozed"]
     if raise_errors and failed:
         raise JobsFailed(failed)
     return runs

@@ -17,7 +17,8 @@ from typing import Any
 import psycopg
 
 from .conf import conf
-from .errors import JobCancelled, JobTimeout, PayloadError, PermanentError, Retry
+from .durations import in_words
+from .errors import JobCancelled, JobTimeout, PayloadError, PermanentError, Retry, Snooze
 from .printable import one_line
 from .serialization import to_json
 from .statuses import AfterFailure, FailureKind
@@ -122,6 +123,17 @@ def classify(
     text = describe(exc)
     name = error_type_name(exc)
     summary = f"{name}: {message_of(exc)}"
+    if isinstance(exc, Snooze):
+        note = exc.reason or f"snoozed for {in_words(exc.delay)}"
+        return Verdict.of_failure(
+            FailureKind.SNOOZED,
+            "Snooze",
+            note,
+            then="release",
+            delay=exc.delay,
+            progress_json=progress_json,
+            summary=note,
+        )
     if isinstance(exc, Retry):
         reason = exc.reason or "retry requested"
         return Verdict.of_failure(

@@ -27,8 +27,15 @@ if TYPE_CHECKING:
     from ..models import Job
 
 # job_finished's outcome -> the job's status after it ("lost" sends nothing: the attempt's
-# outcome was discarded, another worker owns the job now).
-_STATUS_AFTER = {"done": "done", "retry": "ready", "failed": "failed", "cancelled": "cancelled"}
+# outcome was discarded, another worker owns the job now; nor does "released", an attempt
+# given back that the task never finished). A snooze is the task's own "later", like a retry.
+_STATUS_AFTER = {
+    "done": "done",
+    "retry": "ready",
+    "snoozed": "ready",
+    "failed": "failed",
+    "cancelled": "cancelled",
+}
 
 
 def finished(bound: BoundTask, job: Job, outcome: str) -> None:

@@ -35,6 +35,7 @@ FINISHED = ("done", "failed", "cancelled")
 MISSING: Any = object()
 # FailureKind values, as literals: this module is imported while apps may still be loading.
 RELEASED = "released"
+SNOOZED = "snoozed"
 CANCELLED = "cancelled"
 
 # error_type values the worker records by a bare name, and the classes they stand for.
@@ -114,7 +115,8 @@ def build(
     attempts". ``status``, ``return_value`` and ``finished_at`` override the object's when
     it is older than the outcome just recorded."""
     status = status or job.status
-    rows = [row for row in history or () if row.outcome != RELEASED]
+    # attempts given back (released, snoozed) were not attempts of the task
+    rows = [row for row in history or () if row.outcome not in (RELEASED, SNOOZED)]
     alias, args, kwargs = payload.unpack(job.payload)
     result = family.task_result(
         task=task,

@@ -129,13 +129,15 @@ def release(
     alias: str,
     fences: Sequence[Fence],
     *,
+    failure: FailureKind = FailureKind.RELEASED,
     error_type: str = SHUTDOWN,
     error: str = SHUTDOWN_NOTE,
     delay: float = 0.0,
     limit: int | None = None,
 ) -> list[int]:
-    """running → ready, giving the attempt back (it does not count): at shutdown, and for
-    an attempt its database connection failed under (``error_type`` says which).
+    """running → ready, giving the attempt back (it does not count): at shutdown, for an
+    attempt its database connection failed under (``error_type`` says which), and for a
+    handler that snoozed (``failure`` is then ``snoozed``, as its history row says).
 
     The job is due again after ``delay`` seconds. With ``limit``, an attempt already given
     back ``limit`` times for this ``error_type`` is not given back again (its id is missing
@@ -153,6 +155,7 @@ def release(
                 "worker": fences[0].worker_id,
                 "delay": float(delay),
                 "limit": limit,
+                "failure": failure.value,
                 "error_type": error_type,
                 "error": storable_error(error),
             },

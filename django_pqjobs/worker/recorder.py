@@ -163,7 +163,7 @@ class Recorder:
 
     def _write_failure(self, slot: Slot, verdict: Verdict) -> None:
         if verdict.then == "release":
-            if self._release_after_connection_loss(slot, verdict):
+            if self._give_back(slot, verdict):
                 return
             verdict = charged(verdict)
         delay = 0.0
@@ -209,21 +209,30 @@ class Recorder:
             return
         self.report(slot, verdict, UNRECORDED)
 
-    def _release_after_connection_loss(self, slot: Slot, verdict: Verdict) -> bool:
-        """Give the attempt back uncharged (its database connection died under the
-        handler), due again after the first loop-error wait, unless this attempt met that
-        ``CONNECTION_LOSS_LIMIT - 1`` times in a row already. False when the caller must
-        charge it (or it was no longer ours: charging is then fenced off too)."""
-        delay = self.retry_delays.delay(0)
+    def _give_back(self, slot: Slot, verdict: Verdict) -> bool:
+        """Give the attempt back uncharged: the handler snoozed (due again after its
+        delay, at most ``SNOOZE_LIMIT`` times in a row), or its database connection died
+        under it (due again after the first loop-error wait, ``CONNECTION_LOSS_LIMIT - 1``
+        times in a row). False when the caller must charge it (or it was no longer ours:
+        charging is then fenced off too)."""
+        snoozed = verdict.failure == FailureKind.SNOOZED
+        if snoozed:
+            delay = verdict.delay or 0.0
+            limit = conf.SNOOZE_LIMIT
+        else:
+            delay = self.retry_delays.delay(0)
+            limit = conf.CONNECTION_LOSS_LIMIT - 1
 
         def release() -> list[int]:
+            assert verdict.failure is not None
             return transitions.release(
                 self.alias,
                 [slot.fence],
+                failure=verdict.failure,
                 error_type=verdict.error_type,
                 error=verdict.error,
                 delay=delay,
-                limit=conf.CONNECTION_LOSS_LIMIT - 1,
+                limit=limit,
             )
 
         try:
@@ -236,7 +245,7 @@ class Recorder:
             return False
         if slot.fence.job_id not in released:
             return False
-        self.report(slot, verdict, "released", delay=delay)
+        self.report(slot, verdict, "snoozed" if snoozed else "released", delay=delay)
         return True
 
     def _persist(self, operation: Callable[[], Any]) -> Any:
@@ -339,6 +348,17 @@ class Recorder:
                 summary,
                 extra=fields,
             )
+        elif status == "snoozed":
+            logger.info(
+                "job %s %s attempt %s/%s snoozed (%s), due again in %.1f s",
+                job.id,
+                name,
+                job.attempts,
+                job.max_attempts,
+                summary,
+                delay,
+                extra=fields,
+            )
         elif status == "released":
             logger.warning(
                 "job %s %s attempt %s/%s: %s; given back uncharged, due again in %.1f s",
@@ -370,7 +390,18 @@ class Recorder:
 
 
 def charged(verdict: Verdict) -> Verdict:
-    """A lost connection met too many times in a row: an error like any other."""
+    """An attempt given back too many times in a row: a lost connection becomes an error
+    like any other; a snooze past ``SNOOZE_LIMIT`` fails the job for good."""
+    if verdict.failure == FailureKind.SNOOZED:
+        return Verdict.of_failure(
+            FailureKind.PERMANENT,
+            "SnoozeLimit",
+            f"{verdict.error}\n(snoozed {conf.SNOOZE_LIMIT + 1} times in a row: past "
+            "PQJOBS['SNOOZE_LIMIT'], the job fails)",
+            then="failed",
+            progress_json=verdict.progress_json,
+            summary=f"snoozed past PQJOBS['SNOOZE_LIMIT'] ({conf.SNOOZE_LIMIT})",
+        )
     return Verdict.of_failure(
         FailureKind.ERROR,
         verdict.error_type,

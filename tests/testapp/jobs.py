@@ -9,7 +9,7 @@ import time
 from django.db import connection, transaction
 from django.db.models import F
 
-from django_pqjobs import JobContext, PermanentError, Retry, StepBackoff, job
+from django_pqjobs import JobContext, PermanentError, Retry, Snooze, StepBackoff, job
 
 from .models import Counter, Effect
 
@@ -371,3 +371,31 @@ def what_it_sees(ctx: JobContext) -> dict:
         "dependencies": {str(k): v for k, v in ctx.dependency_results().items()},
         "job": {f.attname: str(getattr(ctx.job, f.attname)) for f in Job._meta.concrete_fields},
     }
+
+
+def _snoozes_so_far(ctx: JobContext) -> int:
+    from django_pqjobs.models import JobAttempt
+
+    return JobAttempt.objects.filter(job_id=ctx.job.id, outcome="snoozed").count()
+
+
+# max_attempts=1: a snooze that counted would fail the job at once
+@job("tests.snooze_until", max_attempts=1)
+def snooze_until(ctx: JobContext) -> dict:
+    """Snoozes (payload ``delay``, default 0) until it has snoozed ``times`` times."""
+    snoozed = _snoozes_so_far(ctx)
+    if snoozed < ctx.job.payload["times"]:
+        raise Snooze(ctx.job.payload.get("delay", 0), reason=f"not yet ({snoozed})")
+    return {"snoozed": snoozed, "attempts": ctx.job.attempts}
+
+
+@job("tests.iso_snooze_once", isolation="process", max_attempts=1)
+def iso_snooze_once(ctx: JobContext) -> dict:
+    if not _snoozes_so_far(ctx):
+        raise Snooze(0)
+    return {"pid": os.getpid()}
+
+
+@job("tests.snooze_badly", max_attempts=1)
+def snooze_badly(ctx: JobContext) -> None:
+    raise Snooze(ctx.job.payload["delay"])

@@ -44,7 +44,7 @@ WITH released AS (
 ), recorded AS (
     INSERT INTO pqjobs_attempt
         (job_id, attempt, worker_id, started_at, finished_at, outcome, error_type, traceback)
-    SELECT id, attempt, %(worker)s, locked_at, now(), 'released', %(error_type)s, %(error)s
+    SELECT id, attempt, %(worker)s, locked_at, now(), %(failure)s, %(error_type)s, %(error)s
     FROM released
 )
 SELECT id FROM released
