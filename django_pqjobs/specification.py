@@ -20,16 +20,13 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from . import options
 from .conf import conf
 from .errors import InvalidJobOption
 from .keys import flow_key, key_template
 from .policies import make_backoff
-
-if TYPE_CHECKING:
-    from .registry import JobType
 
 Place = Literal["type", "call", "task"]
 Reader = Callable[[Any, str], Any]
@@ -213,8 +210,9 @@ def check_rules(
             )
 
 
-def declared_by(job_type: JobType | None) -> dict[str, Any]:
-    """The options a job type declared (those set), as ``@job`` read them."""
+def declared_by(job_type: Any) -> dict[str, Any]:
+    """The options a job type (a ``registry.JobType``, or None) declared, those set, as
+    ``@job`` read them. (The registry imports this module, so the type is not named.)"""
     if job_type is None:
         return {}
     found = {name: getattr(job_type, name, None) for name in names_at("type")}
@@ -223,7 +221,7 @@ def declared_by(job_type: JobType | None) -> dict[str, Any]:
     }
 
 
-def default(name: str, job_type: JobType | None) -> Any:
+def default(name: str, job_type: Any) -> Any:
     """The value of option ``name`` for a job that does not give it: its type's, else the
     setting's (``None`` where neither says)."""
     declared = getattr(job_type, name, None) if job_type is not None else None
