@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 
 from django_pqjobs import Snooze, enqueue_job, signals
+from django_pqjobs.admin import dashboard
 from django_pqjobs.clock import database_now
 from django_pqjobs.models import Job, JobAttempt
 from django_pqjobs.statuses import FailureKind
@@ -90,6 +91,14 @@ def test_a_snoozed_job_is_due_after_its_delay_and_drain_leaves_it_for_later():
     runs = drain(run_delayed=True)
     assert [run.outcome for run in runs] == ["done"]
     assert Job.objects.get(pk=job_id).result == {"snoozed": 1, "attempts": 1}
+
+
+def test_the_dashboard_counts_no_snooze_as_a_retry():
+    enqueue_job("tests.snooze_until", {"times": 2})
+    enqueue_job("tests.fail")  # one failed attempt, then a retry after its backoff
+    drain()  # the snoozes have no delay: the job snoozes twice, then is done
+    assert JobAttempt.objects.filter(outcome="snoozed").count() == 2
+    assert dashboard.collect().chart_totals == (1, 0, 1)  # done, failed, retried this hour
 
 
 def test_a_child_process_snoozes_like_a_thread(worker_factory):
