@@ -9,7 +9,7 @@
       ├──force_release──┤   (an operator's word: the attempt is given back, fenced)
       └──rescue─────────┘   (worker stopped heartbeating: ready, or failed if none left)
     ready ──cancel──► cancelled        ready ──cancel_duplicate──► cancelled (dedupe replace)
-    ready ──claim / hold_back (flow control holds it)──► blocked
+    ready ──claim (flow control holds it; hold_back: the claim asked for no job)──► blocked
     blocked ──promote_rate_blocked (new rate window) / resume──► ready
     blocked ──[db] a slot of its key given back──► ready           (sql/schema/flow.sql)
     (enqueue with depends_on) ready ──make_wait──► waiting | ready | cancelled
@@ -25,13 +25,14 @@
 [db]: taken by the database's triggers at the commit that causes it, so they follow every
 path a job takes (worker, rescue, admin, SQL); they are written in ``sql/schema/``.
 
-The modules, by concern: ``claim`` (ready → running), ``attempts`` (the end of an attempt,
-release, rescue), ``operator`` (cancel, requeue, run now, force release, delete),
-``flow`` (blocked and back), ``dependencies`` (waiting). Transitions out of ``running`` are
-*fenced* on ``(id, locked_by, attempts)``, the :class:`Fence` of the attempt: a worker that
-lost its job (rescued and claimed again elsewhere) cannot overwrite the newer outcome. The
-database clock (``now()``) is the only clock. Everyone changes statuses through these
-functions: the worker, the admin, the management commands and the public operations.
+The modules, by concern: ``claim`` (ready → running, and → blocked), ``attempts`` (the end
+of an attempt, release, rescue), ``operator`` (cancel, requeue, run now, force release,
+delete), ``flow`` (out of blocked, pause and resume), ``dependencies`` (waiting).
+Transitions out of ``running`` are *fenced* on ``(id, locked_by, attempts)``, the
+:class:`Fence` of the attempt: a worker that lost its job (rescued and claimed again
+elsewhere) cannot overwrite the newer outcome. The database clock (``now()``) is the only
+clock. Everyone changes statuses through these functions: the worker, the admin, the
+management commands and the public operations.
 """
 
 from .attempts import (
@@ -49,10 +50,10 @@ from .attempts import (
     rescue_stale,
     save_progress,
 )
-from .claim import CLAIM_PLAN, Claimed, claim
+from .claim import Claimed, claim, hold_back
 from .dependencies import make_wait
 from .fence import Fence
-from .flow import hold_back, pause, promote_rate_blocked, release_unpaused, resume
+from .flow import pause, promote_rate_blocked, release_unpaused, resume
 from .operator import (
     Cancelled,
     Deleted,
@@ -70,7 +71,6 @@ from .operator import (
 )
 
 __all__ = [
-    "CLAIM_PLAN",
     "GIVE_BACK_LIMIT",
     "REAPER_LOCK_KEY",
     "SHUTDOWN",

@@ -1,5 +1,5 @@
-"""ready → running: the claim (flow control may move due jobs to blocked instead, in the
-same call; see flow.py for holding them back without claiming)."""
+"""ready → running: the claim, the one place flow control decides (it moves the due jobs it
+holds to blocked in the same call), and ready → blocked alone (:func:`hold_back`)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,6 @@ from ..sql import queries
 from .cursors import batch_cursor
 
 QUERIES = queries("claim")
-
-# Settings for hold_back()'s transaction (pqjobs_claim() sets the same for itself): walk
-# pqjobs_job_claim in order and stop after LIMIT rows, whatever the planner's statistics
-# say; commit without waiting for the WAL flush (see pqjobs_claim() in migration 0014).
-CLAIM_PLAN = (
-    "SELECT set_config('enable_bitmapscan', 'off', true), "
-    "set_config('enable_seqscan', 'off', true), "
-    "set_config('synchronous_commit', 'off', true)"
-)
 
 
 @dataclass(frozen=True)
@@ -39,19 +30,22 @@ def claim(
     queues: Sequence[str] | None,
     limit: int,
     min_priority: int | None = None,
+    scan: int | None = None,
 ) -> Claimed:
     """ready → running for up to ``limit`` due jobs, highest priority first.
 
     One statement, ``FOR UPDATE SKIP LOCKED``: concurrent claimers never get the same job.
     ``min_priority``: only jobs of at least that priority. Flow control applies in the same
     statement: a job whose queue or type is paused, whose rate is used up or whose
-    concurrency key is at its limit becomes ``blocked`` instead.
+    concurrency key is at its limit becomes ``blocked`` instead. ``scan``: how many due
+    jobs to look at for that, when more than ``limit``.
     """
-    if limit < 1:
+    if limit < 1 and not scan:
         return Claimed((), [], 0)
     with batch_cursor(alias) as cursor:
         cursor.execute(
-            QUERIES["claim"], [worker_id, limit, list(queues) if queues else None, min_priority]
+            QUERIES["claim"],
+            [worker_id, limit, list(queues) if queues else None, min_priority, scan],
         )
         rows = cursor.fetchall()
         columns = tuple(column.name for column in cursor.description)
@@ -59,3 +53,19 @@ def claim(
     # returns one row of NULLs but that count
     blocked = int(rows[0][-1]) if rows else 0
     return Claimed(columns, [row for row in rows if row[0] is not None], blocked)
+
+
+def hold_back(
+    alias: str,
+    queues: Sequence[str] | None,
+    scan: int,
+    min_priority: int | None = None,
+) -> int:
+    """ready → blocked for the held jobs among the next ``scan`` due jobs, claiming none.
+
+    A claim that meets held jobs blocks only those in its own batch; when thousands wait
+    at the head of the claim order (a paused queue, a busy key), this moves them out of
+    the way in a few statements instead of many claims. It is the claim itself, asked for
+    no job (the one place flow control decides). Returns how many it blocked.
+    """
+    return claim(alias, "", queues, 0, min_priority, scan=scan).blocked

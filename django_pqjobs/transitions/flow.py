@@ -1,55 +1,17 @@
-"""Flow control's transitions: ready → blocked (held back without claiming), and
-blocked → ready (a new rate window, a resume). A job blocked by its concurrency key is
-released by the database (sql/schema/flow.sql) when a slot is given back."""
+"""Flow control's transitions out of blocked: blocked → ready (a new rate window, a
+resume); and pausing and resuming. Into blocked is the claim's (claim.py), the one place
+flow control decides. A job blocked by its concurrency key is released by the database
+(sql/schema/flow.sql) when a slot is given back."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
-from django.db import connections, transaction
-from psycopg import ClientCursor
+from django.db import transaction
 
 from ..notify import notify_queues
 from ..sql import queries
-from .claim import CLAIM_PLAN
 from .cursors import cursor_of
 
 QUERIES = queries("flow")
-
-
-def hold_back(
-    alias: str,
-    queues: Sequence[str] | None,
-    scan: int,
-    min_priority: int | None = None,
-) -> int:
-    """ready → blocked for the held jobs among the next ``scan`` due jobs, claiming none.
-
-    A claim that meets held jobs blocks only those in its own batch; when thousands wait
-    at the head of the claim order (a paused queue, a busy key), this moves them out of
-    the way in a few statements instead of many claims. Returns how many it blocked.
-    """
-    sql = (
-        QUERIES["hold_back"]
-        .replace("{queue_filter}", "AND queue = ANY(%(queues)s)" if queues else "")
-        .replace(
-            "{priority_filter}",
-            "AND priority >= %(min_priority)s" if min_priority is not None else "",
-        )
-    )
-    params: dict[str, Any] = {"scan": scan}
-    if queues:
-        params["queues"] = list(queues)
-    if min_priority is not None:
-        params["min_priority"] = min_priority
-    connection = connections[alias]
-    connection.ensure_connection()
-    with connection.wrap_database_errors, ClientCursor(connection.connection) as cursor:
-        cursor.execute(f"{CLAIM_PLAN};\n{sql}", params)
-        cursor.nextset()
-        (held,) = cursor.fetchone() or (0,)
-        return int(held)
 
 
 # --- flow control: blocked → ready -------------------------------------------------------

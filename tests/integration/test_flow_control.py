@@ -404,3 +404,27 @@ def test_hold_back_moves_held_jobs_out_of_the_way_without_claiming_or_taking_slo
     assert Job.objects.get(pk=paused).blocked_by == "paused"
     assert KeySlots.objects.get(pk="k:busy").running == 2
     assert RateBucket.objects.get(pk="type:tests.rated").used == 0
+
+
+def test_a_rate_window_counts_the_jobs_claimed_not_those_held_for_their_key():
+    """One claim, five jobs with a rate and a concurrency limit of 1: one starts and takes
+    one start of the window; the four held for their key take none."""
+    ids = enqueue_many("tests.rated_limited", [{}] * 5)
+    claimed = transitions.claim(DB, "w", None, 10)
+    assert len(claimed.rows) == 1 and claimed.blocked == 4
+    assert statuses(ids) == {"running": 1, "blocked": 4}
+    assert set(Job.objects.filter(status="blocked").values_list("blocked_by", flat=True)) == {
+        "limit"
+    }
+    assert RateBucket.objects.get(pk="type:tests.rated_limited").used == 1
+    assert KeySlots.objects.get(pk="tests.rated_limited").running == 1
+
+
+def test_a_claim_looks_past_its_limit_only_when_asked_and_claims_no_more():
+    """The scan finds the held jobs behind the ones it claims; passing jobs beyond the
+    limit stay ready, and the window counts only the claimed."""
+    rated = enqueue_many("tests.rated", [{}] * 30)  # 20 starts per second
+    claimed = transitions.claim(DB, "w", None, 5, scan=100)
+    assert len(claimed.rows) == 5 and claimed.blocked == 10
+    assert statuses(rated) == {"running": 5, "ready": 15, "blocked": 10}
+    assert RateBucket.objects.get(pk="type:tests.rated").used == 5

@@ -274,6 +274,11 @@ def rated(ctx: JobContext) -> None:
     return None
 
 
+@job("tests.rated_limited", concurrency=1, rate="100/m", max_attempts=1)
+def rated_limited(ctx: JobContext) -> None:
+    return None
+
+
 @job("tests.capped", concurrency=1, concurrency_key="k:{k}", max_waiting=2)
 def capped(ctx: JobContext) -> None:
     return None

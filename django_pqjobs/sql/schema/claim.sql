@@ -13,17 +13,22 @@
 -- pqjobs_job, pqjobs_key_slot, pqjobs_rate and pqjobs_pause.
 
 -- Locks the next due jobs (FOR UPDATE SKIP LOCKED, in claim order). When none has a
--- concurrency key or a rate key and nothing is paused (the usual case), claims exactly
--- those. Otherwise runs the full claim (pauses, rates, concurrency limits, held jobs moved
--- to blocked), planned at each call. Each row: the claimed job, its columns named as the
--- job's fields (the one declaration of a claimed row: worker/claiming.py builds the Job by
--- these names; row_tid is where the row lies), then how many due jobs the claim moved to
--- blocked. The claim commits without waiting for its WAL flush (at-least-once allows it).
+-- concurrency key or a rate key and nothing is paused (the usual case), claims the first
+-- p_limit of those. Otherwise runs the full claim, planned at each call: the one place that
+-- decides flow control (pauses, rates, concurrency limits). Of the jobs it looked at, those
+-- flow control holds move to blocked, and the first p_limit of those that may start are
+-- claimed. p_scan looks further than p_limit: with p_limit 0, the worker moves held jobs
+-- out of the head of the claim order without claiming any (after a claim met some). Each
+-- row: the claimed job, its columns named as the job's fields (the one declaration of a
+-- claimed row: worker/claiming.py builds the Job by these names; row_tid is where the row
+-- lies), then how many due jobs the claim moved to blocked. The claim commits without
+-- waiting for its WAL flush (at-least-once allows it).
 CREATE OR REPLACE FUNCTION :"schema".pqjobs_claim(
     p_worker text,
     p_limit integer,
     p_queues text[] DEFAULT NULL,
-    p_min_priority integer DEFAULT NULL
+    p_min_priority integer DEFAULT NULL,
+    p_scan integer DEFAULT NULL
 )
  RETURNS TABLE (
     id bigint,
@@ -77,6 +82,7 @@ AS $$
 DECLARE
     -- no floor: the lowest integer, so the scan is bounded by the index's first column alike
     p_floor integer := COALESCE(p_min_priority, -2147483648);
+    p_look integer := greatest(COALESCE(p_scan, 0), p_limit);
     picked tid[];
     flow boolean;
 BEGIN
@@ -92,22 +98,20 @@ BEGIN
         WHERE status = 'ready' AND run_after <= now()
           AND (p_queues IS NULL OR queue = ANY(p_queues)) AND priority >= p_floor
         ORDER BY priority DESC, run_after, id
-        LIMIT p_limit
+        LIMIT p_look
         FOR UPDATE SKIP LOCKED
     ) p;
     IF picked IS NULL THEN
         RETURN;
     END IF;
     IF flow OR EXISTS (SELECT 1 FROM :"schema".pqjobs_pause) THEN
+        -- The rows the scan above locked, where it found them (a TID scan: locked by this
+        -- transaction, they cannot have moved).
         RETURN QUERY EXECUTE $full$WITH picked AS (
             SELECT id, queue, job_type, priority, run_after, concurrency_key, concurrency_limit,
                    rate_key
             FROM :"schema".pqjobs_job
-            WHERE status = 'ready' AND run_after <= now()
-              AND ($3::text[] IS NULL OR queue = ANY($3)) AND priority >= $4
-            ORDER BY priority DESC, run_after, id
-            LIMIT $2
-            FOR UPDATE SKIP LOCKED
+            WHERE ctid = ANY($3)
         ), numbered AS (
             SELECT p.*, row_number() OVER (ORDER BY p.priority DESC, p.run_after, p.id) AS ord,
                    EXISTS (SELECT 1 FROM :"schema".pqjobs_pause z
@@ -115,76 +119,69 @@ BEGIN
                    OR EXISTS (SELECT 1 FROM :"schema".pqjobs_pause z
                               WHERE z.kind = 'job_type' AND z.name = p.job_type) AS paused
             FROM picked p
-        ), rate_wanted AS (
-            SELECT rate_key, count(*) AS wanted FROM numbered
-            WHERE rate_key IS NOT NULL AND NOT paused
-            GROUP BY rate_key
-        ), rate_locked AS (
-            -- Claims never wait for each other: a bucket another claim holds right now is left
-            -- for the next claim (its jobs stay ready), so claimers cannot deadlock.
-            SELECT r.key FROM :"schema".pqjobs_rate r
-            WHERE r.key IN (SELECT rate_key FROM rate_wanted)
-            FOR UPDATE SKIP LOCKED
-        ), rate_grant AS (
-            -- Starts per fixed window: a new window starts the count again.
-            UPDATE :"schema".pqjobs_rate AS r
-            SET last_grant = least(w.wanted, greatest(r.allowance - CASE
-                    WHEN r.window_start = to_timestamp(floor(extract(epoch FROM now())::float8
-                                                             / r.period) * r.period)
-                    THEN r.used ELSE 0 END, 0)),
-                used = CASE
-                    WHEN r.window_start = to_timestamp(floor(extract(epoch FROM now())::float8
-                                                             / r.period) * r.period)
-                    THEN r.used ELSE 0 END
-                    + least(w.wanted, greatest(r.allowance - CASE
-                        WHEN r.window_start = to_timestamp(floor(extract(epoch FROM now())::float8
-                                                                 / r.period) * r.period)
-                        THEN r.used ELSE 0 END, 0)),
-                window_start = to_timestamp(floor(extract(epoch FROM now())::float8 / r.period)
-                                            * r.period)
-            FROM rate_wanted w, rate_locked l
-            WHERE r.key = w.rate_key AND l.key = r.key
-            RETURNING r.key, r.last_grant
+        ), rate_room AS (
+            -- Claims never wait for each other: a bucket another claim holds right now is
+            -- left for the next claim (its jobs stay ready), so claimers cannot deadlock.
+            -- Locked, a bucket reads as it is now. Starts per fixed window: a new window
+            -- starts the count again.
+            SELECT b.key, b.this_window,
+                   greatest(b.allowance - CASE WHEN b.window_start = b.this_window
+                                               THEN b.used ELSE 0 END, 0) AS room
+            FROM (
+                SELECT r.key, r.allowance, r.used, r.window_start,
+                       to_timestamp(floor(extract(epoch FROM now())::float8 / r.period)
+                                    * r.period) AS this_window
+                FROM :"schema".pqjobs_rate r
+                WHERE r.key IN (SELECT rate_key FROM numbered WHERE NOT paused)
+                FOR UPDATE SKIP LOCKED
+            ) b
         ), rate_ranked AS (
             SELECT n.*, row_number() OVER (PARTITION BY n.rate_key ORDER BY n.ord) AS rate_rank,
                    (n.rate_key IS NOT NULL
-                    AND n.rate_key NOT IN (SELECT key FROM rate_locked)) AS rate_busy
+                    AND n.rate_key NOT IN (SELECT key FROM rate_room)) AS rate_busy
             FROM numbered n WHERE NOT n.paused
         ), rate_passed AS (
             SELECT r.* FROM rate_ranked r
             WHERE NOT r.rate_busy
               AND (r.rate_key IS NULL
-                   OR r.rate_rank <= (SELECT g.last_grant FROM rate_grant g
-                                      WHERE g.key = r.rate_key))
-        ), key_wanted AS (
-            SELECT concurrency_key, max(concurrency_limit) AS lim, count(*) AS wanted
-            FROM rate_passed WHERE concurrency_key IS NOT NULL
-            GROUP BY concurrency_key
-        ), key_locked AS (
-            SELECT s.key FROM :"schema".pqjobs_key_slot s
-            WHERE s.key IN (SELECT concurrency_key FROM key_wanted)
-            FOR UPDATE SKIP LOCKED
-        ), key_grant AS (
+                   OR r.rate_rank <= (SELECT m.room FROM rate_room m WHERE m.key = r.rate_key))
+        ), key_room AS (
             -- A slot is taken only while fewer than the limit run; the trigger
             -- pqjobs_job_left_running gives slots back.
-            UPDATE :"schema".pqjobs_key_slot AS s
-            SET last_grant = least(w.wanted, greatest(w.lim - s.running, 0)),
-                running = s.running + least(w.wanted, greatest(w.lim - s.running, 0))
-            FROM key_wanted w, key_locked l
-            WHERE s.key = w.concurrency_key AND l.key = s.key
-            RETURNING s.key, s.last_grant
+            SELECT s.key, greatest(s.running, 0) AS running FROM :"schema".pqjobs_key_slot s
+            WHERE s.key IN (SELECT concurrency_key FROM rate_passed)
+            FOR UPDATE SKIP LOCKED
         ), key_ranked AS (
-            SELECT r.id, r.concurrency_key,
+            SELECT r.*,
                    row_number() OVER (PARTITION BY r.concurrency_key ORDER BY r.ord) AS key_rank,
                    (r.concurrency_key IS NOT NULL
-                    AND r.concurrency_key NOT IN (SELECT key FROM key_locked)) AS key_busy
+                    AND r.concurrency_key NOT IN (SELECT key FROM key_room)) AS key_busy
             FROM rate_passed r
-        ), go AS (
-            SELECT k.id FROM key_ranked k
+        ), passing AS (
+            SELECT k.* FROM key_ranked k
             WHERE NOT k.key_busy
               AND (k.concurrency_key IS NULL
-                   OR k.key_rank <= (SELECT g.last_grant FROM key_grant g
-                                     WHERE g.key = k.concurrency_key))
+                   OR k.key_rank <= k.concurrency_limit - (SELECT m.running FROM key_room m
+                                                           WHERE m.key = k.concurrency_key))
+        ), go AS (
+            -- the first p_limit in claim order; jobs that may start beyond it stay ready
+            SELECT id, rate_key, concurrency_key FROM passing ORDER BY ord LIMIT $2
+        ), rate_taken AS (
+            UPDATE :"schema".pqjobs_rate AS r
+            SET used = CASE WHEN r.window_start = m.this_window THEN r.used ELSE 0 END + g.n,
+                window_start = m.this_window
+            FROM (SELECT rate_key, count(*) AS n FROM go WHERE rate_key IS NOT NULL
+                  GROUP BY rate_key) g
+            JOIN rate_room m ON m.key = g.rate_key
+            WHERE r.key = g.rate_key
+            RETURNING r.key
+        ), key_taken AS (
+            UPDATE :"schema".pqjobs_key_slot AS s
+            SET running = s.running + g.n
+            FROM (SELECT concurrency_key, count(*) AS n FROM go
+                  WHERE concurrency_key IS NOT NULL GROUP BY concurrency_key) g
+            WHERE s.key = g.concurrency_key
+            RETURNING s.key
         ), busy AS (
             SELECT id FROM rate_ranked WHERE rate_busy
             UNION ALL
@@ -206,7 +203,7 @@ BEGIN
                     WHEN n.id IN (SELECT id FROM rate_passed) THEN 'limit'
                     ELSE 'rate' END
             FROM numbered n
-            WHERE j.id = n.id AND n.id NOT IN (SELECT id FROM go)
+            WHERE j.id = n.id AND n.id NOT IN (SELECT id FROM passing)
               AND n.id NOT IN (SELECT id FROM busy)
             RETURNING j.id
         )
@@ -222,8 +219,11 @@ BEGIN
                row_tid::text, held.n
         FROM (SELECT count(*) AS n FROM held) AS held LEFT JOIN claimed ON true
         ORDER BY priority DESC, run_after, id$full$
-            USING p_worker, p_limit, p_queues, p_floor;
+            USING p_worker, p_limit, picked;
         RETURN;
+    END IF;
+    IF p_limit < 1 THEN
+        RETURN;  -- nothing flow control holds, and nothing to claim
     END IF;
     -- The usual claim. The picked rows are locked by this transaction, so they are still
     -- where the scan found them: claimed there, by a TID scan, the one plan left (no index
@@ -231,6 +231,7 @@ BEGIN
     -- not depend on the planner's statistics, which for a queue table are often those of an
     -- empty table: by primary key, the plan made then read a whole index once the table had
     -- grown. (Planner settings are left alone: triggers run under them too.)
+    picked := picked[1:p_limit];
     RETURN QUERY
         WITH claimed AS (
             UPDATE :"schema".pqjobs_job AS j

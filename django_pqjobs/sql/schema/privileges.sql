@@ -19,7 +19,7 @@ REVOKE ALL ON FUNCTION :"schema".pqjobs_enqueue(
     text, bigint, bigint, text, jsonb, text, integer, text, integer, double precision
 ) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_anyone_listens() FROM PUBLIC;
-REVOKE ALL ON FUNCTION :"schema".pqjobs_claim(text, integer, text[], integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION :"schema".pqjobs_claim(text, integer, text[], integer, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_complete(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_batch_seal(bigint) FROM PUBLIC;
 -- internal
