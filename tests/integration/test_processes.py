@@ -39,9 +39,11 @@ def test_sigterm_lets_running_jobs_finish_and_exits_0():
 
 
 def test_sigterm_releases_unfinished_jobs_after_the_grace_period():
-    ids = enqueue_many("tests.sleep", [{"seconds": 30}] * 2)
+    ids = enqueue_many("tests.sleep", [{"seconds": 30, "report_start": True}] * 2)
     with run_jobs("-c", "2", "--shutdown-timeout", "1s") as worker:
-        wait_for(lambda: Job.objects.filter(status="running").count() == 2, timeout=15)
+        # both handlers started (claimed is not enough: a job an executor has not taken yet
+        # is given back at once, in a release of its own)
+        wait_for(lambda: Job.objects.filter(progress__isnull=False).count() == 2, timeout=15)
         started = time.monotonic()
         worker.signal(signal.SIGTERM)
         assert worker.wait(15) == 0
