@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import os
 from typing import Any
 
 from ... import options
@@ -25,6 +26,22 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+MAX_PROCESSES = 512
+
+
+def processes_count(text: str) -> int:
+    """``--processes``: a whole number from 1 to 512, or ``auto`` (the cores this process
+    may run on)."""
+    if text.strip().lower() == "auto":
+        return len(os.sched_getaffinity(0)) or 1
+    value = positive_int(text)
+    if value > MAX_PROCESSES:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {MAX_PROCESSES} (or auto: one per core), got {value}"
+        )
     return value
 
 

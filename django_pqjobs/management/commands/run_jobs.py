@@ -7,7 +7,7 @@ import gc
 import logging
 import math
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 from django.db import DatabaseError
@@ -20,11 +20,8 @@ from ...errors import DatabaseNotReady, InvalidJobOption
 from ...printable import counted, printable
 from ...registry import JobType, registry
 from ...tasks.activation import backends
-from ._arguments import duration, positive_int, queue_name
+from ._arguments import duration, positive_int, processes_count, queue_name
 from ._base import PQJobsCommand
-
-if TYPE_CHECKING:
-    from ...worker.worker import Worker
 
 
 class Command(PQJobsCommand):
@@ -41,6 +38,15 @@ class Command(PQJobsCommand):
             type=positive_int,
             default=None,
             help="executor threads (default: PQJOBS['CONCURRENCY'] or WORKER_CONCURRENCY, else 1)",
+        )
+        parser.add_argument(
+            "--processes",
+            "-p",
+            type=processes_count,
+            default=1,
+            metavar="N",
+            help="worker processes, each with --concurrency threads: a whole number, or auto "
+            "(one per core); a process that dies is started again (default: 1)",
         )
         parser.add_argument(
             "--queue",
@@ -87,8 +93,6 @@ class Command(PQJobsCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ...worker.worker import Worker
-
         alias = self.alias(options)
         if not conf.ENABLED:
             self.summary("worker disabled (WORKER_ENABLED / PQJOBS['ENABLED'] is false)")
@@ -99,6 +103,32 @@ class Command(PQJobsCommand):
         _require_ready(alias)
         _configure_logging(options["verbosity"])
         self._say_what_it_runs()
+        processes = options["processes"]
+        if processes > 1:
+            from ...worker.supervisor import Supervisor
+
+            def run_child(n: int) -> int:
+                child_id = None if worker_id is None else f"{worker_id}-{n}"
+                return self._run_worker(options, alias, child_id)
+
+            supervisor = Supervisor(
+                processes,
+                run_child,
+                burst=options["burst"],
+                shutdown_timeout=options["shutdown_timeout"] or conf.SHUTDOWN_TIMEOUT,
+            )
+            code = supervisor.run()
+        else:
+            code = self._run_worker(options, alias, worker_id)
+        if options["burst"]:
+            self._say_what_it_left(alias, options["queues"], options["min_priority"])
+        if code:
+            sys.exit(code)
+
+    def _run_worker(self, options: dict[str, Any], alias: str, worker_id: str | None) -> int:
+        """Run one worker in this process until it stops; its exit code."""
+        from ...worker.worker import Worker
+
         worker = Worker(
             concurrency=options["concurrency"],
             queues=options["queues"],
@@ -114,11 +144,7 @@ class Command(PQJobsCommand):
             install_signal_handlers=True,
         )
         _freeze_startup_heap()
-        code = worker.run()
-        if options["burst"]:
-            self._say_what_it_left(worker)
-        if code:
-            sys.exit(code)
+        return int(worker.run() or 0)
 
     def _say_what_it_runs(self) -> None:
         """The job types registered at start and, where ``TASKS`` uses this backend, that
@@ -139,12 +165,14 @@ class Command(PQJobsCommand):
                 )
             )
 
-    def _say_what_it_left(self, worker: Worker) -> None:
+    def _say_what_it_left(
+        self, alias: str, queues: list[str] | None, min_priority: int | None
+    ) -> None:
         """A burst worker's last line: the jobs of its queues it did not run, and when they
         are due (a retry in its backoff, a delayed job, a schedule's tick that fired as it
         stopped), so an empty-looking run is not mistaken for an empty queue."""
         try:
-            left = monitoring.left_behind(worker.alias, worker.queues, worker.min_priority)
+            left = monitoring.left_behind(alias, queues, min_priority)
         except DatabaseError:
             return  # the database went away as the worker stopped: its log says so
         parts = []

@@ -1,0 +1,83 @@
+"""``run_jobs --processes N``: one command, N worker processes, each restarted if it dies,
+all stopped gracefully by one signal."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from django_pqjobs import enqueue_job, enqueue_many
+from django_pqjobs.models import Job, WorkerRecord
+from tests.helpers import run_jobs, wait_for, wait_status
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_two_processes_drain_a_burst_and_exit_0():
+    ids = enqueue_many("tests.sleep", [{"seconds": 0.3}] * 8)
+    with run_jobs("--processes", "2", "--burst") as supervisor:
+        assert supervisor.wait(60) == 0
+        output = supervisor.output()
+    jobs = Job.objects.filter(pk__in=ids)
+    assert {job.status for job in jobs} == {"done"}
+    assert len({job.locked_by for job in jobs}) == 2  # both processes took jobs
+    assert output.count("left behind: nothing") == 1  # said once, by the supervisor
+
+
+def test_one_signal_stops_every_process_gracefully():
+    ids = enqueue_many("tests.sleep", [{"seconds": 1.5}] * 2)
+    with run_jobs("--processes", "2") as supervisor:
+        wait_for(lambda: WorkerRecord.objects.count() == 2, timeout=30)
+        wait_for(lambda: Job.objects.filter(status="running").count() == 2, timeout=30)
+        children = list(WorkerRecord.objects.values_list("pid", flat=True))
+        assert supervisor.pid not in children
+        supervisor.signal(signal.SIGTERM)
+        assert supervisor.wait(30) == 0
+    # the running jobs were finished, not abandoned
+    assert set(Job.objects.filter(pk__in=ids).values_list("status", flat=True)) == {"done"}
+    assert not any(alive(pid) for pid in children)
+
+
+def test_a_process_killed_is_started_again_and_its_job_rescued():
+    job_id = enqueue_job("tests.sleep", {"seconds": 30})
+    with run_jobs(
+        "--processes", "2", WORKER_STALE_TIMEOUT="2", WORKER_REAP_INTERVAL="0.5"
+    ) as supervisor:
+        running = wait_status(job_id, "running", timeout=30)
+        holder = WorkerRecord.objects.get(pk=running.locked_by)
+        first = set(WorkerRecord.objects.values_list("pk", flat=True))
+        os.kill(holder.pid, signal.SIGKILL)
+        # a new worker process takes its place (its record is a new worker id)
+        wait_for(lambda: set(WorkerRecord.objects.values_list("pk", flat=True)) - first, timeout=30)
+        assert "restarting it in 1 s" in supervisor.output()
+        # the killed process's job is rescued and runs again
+        wait_for(
+            lambda: (
+                Job.objects.filter(pk=job_id, status="running")
+                .exclude(locked_by=running.locked_by)
+                .exists()
+            ),
+            timeout=30,
+        )
+        supervisor.signal(signal.SIGTERM)
+        wait_for(lambda: "stopping 2 worker processes" in supervisor.output(), timeout=10)
+        supervisor.signal(signal.SIGTERM)  # the second: the processes exit at once
+        assert supervisor.wait(30) == 1  # and say so
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two", "100000"])
+def test_a_bad_processes_flag_is_refused_naming_it(value):
+    with pytest.raises(CommandError, match="--processes"):
+        call_command("run_jobs", "--processes", value)
