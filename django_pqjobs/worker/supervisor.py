@@ -9,7 +9,8 @@ exited 0 is not replaced; the supervisor exits when every child has, with the wo
 
 Each child runs in a process group of its own, so a Ctrl-C at the terminal reaches only
 the supervisor, which passes it on once (a child that got it from both would take it as
-the second signal and exit at once).
+the second signal and exit at once). A child whose supervisor is killed outright stops
+gracefully by itself within a second or so.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from types import FrameType
@@ -32,6 +34,7 @@ logger = logging.getLogger("django_pqjobs")
 # ran for RESTART_RESET seconds counts as healthy again.
 RESTART_DELAYS = DelaySequence((1.0, 2.0, 5.0, 10.0, 30.0))
 RESTART_RESET = 60.0
+ORPHAN_CHECK = 1.0  # how often a child looks whether its supervisor is still there
 
 
 class Supervisor:
@@ -97,6 +100,7 @@ class Supervisor:
                 os.setpgid(0, 0)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.default_int_handler)
+                _stop_when_orphaned()
                 code = self.run_child(n)
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
@@ -147,6 +151,21 @@ class Supervisor:
             )
         else:
             logger.warning("%s received again: the worker processes exit now", name)
+
+
+def _stop_when_orphaned() -> None:
+    """A child whose supervisor is gone (killed with SIGKILL: it could pass nothing on)
+    stops gracefully, as on SIGTERM, instead of running on unwatched. Its own process group
+    keeps it out of a signal sent to the supervisor's."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_CHECK)
+        logger.warning("the supervisor (pid %s) is gone: stopping this worker process", parent)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="pqjobs-supervisor-watch", daemon=True).start()
 
 
 def _reap() -> tuple[int, int]:

@@ -37,10 +37,11 @@ def test_two_processes_drain_a_burst_and_exit_0():
 
 
 def test_one_signal_stops_every_process_gracefully():
-    ids = enqueue_many("tests.sleep", [{"seconds": 1.5}] * 2)
+    ids = enqueue_many("tests.sleep", [{"seconds": 1.5, "report_start": True}] * 2)
     with run_jobs("--processes", "2") as supervisor:
         wait_for(lambda: WorkerRecord.objects.count() == 2, timeout=30)
-        wait_for(lambda: Job.objects.filter(status="running").count() == 2, timeout=30)
+        # both handlers started (a job claimed but not yet started is given back at once)
+        wait_for(lambda: Job.objects.filter(progress__isnull=False).count() == 2, timeout=30)
         children = list(WorkerRecord.objects.values_list("pid", flat=True))
         assert supervisor.pid not in children
         supervisor.signal(signal.SIGTERM)
@@ -56,6 +57,7 @@ def test_a_process_killed_is_started_again_and_its_job_rescued():
         "--processes", "2", WORKER_STALE_TIMEOUT="2", WORKER_REAP_INTERVAL="0.5"
     ) as supervisor:
         running = wait_status(job_id, "running", timeout=30)
+        wait_for(lambda: WorkerRecord.objects.count() == 2, timeout=30)
         holder = WorkerRecord.objects.get(pk=running.locked_by)
         first = set(WorkerRecord.objects.values_list("pk", flat=True))
         os.kill(holder.pid, signal.SIGKILL)
@@ -75,6 +77,21 @@ def test_a_process_killed_is_started_again_and_its_job_rescued():
         wait_for(lambda: "stopping 2 worker processes" in supervisor.output(), timeout=10)
         supervisor.signal(signal.SIGTERM)  # the second: the processes exit at once
         assert supervisor.wait(30) == 1  # and say so
+
+
+def test_the_processes_stop_by_themselves_when_the_supervisor_is_killed():
+    ids = enqueue_many("tests.sleep", [{"seconds": 30, "report_start": True}] * 2)
+    with run_jobs("--processes", "2", "--shutdown-timeout", "1s") as supervisor:
+        wait_for(lambda: Job.objects.filter(progress__isnull=False).count() == 2, timeout=30)
+        children = list(WorkerRecord.objects.values_list("pid", flat=True))
+        supervisor.signal(signal.SIGKILL)
+        supervisor.wait(10)
+        # each notices within a second, then gives its job back after its 1 s grace period
+        wait_for(lambda: not any(alive(pid) for pid in children), timeout=20)
+        assert "the supervisor (pid" in supervisor.output()
+    jobs = Job.objects.filter(pk__in=ids)
+    assert {(job.status, job.attempts) for job in jobs} == {("ready", 0)}
+    assert not WorkerRecord.objects.exists()
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "two", "100000"])
