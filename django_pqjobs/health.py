@@ -77,6 +77,10 @@ def check_worker(
     this machine's), so the record a restarted worker left behind does not count. Alive:
     its heartbeat is younger than ``max_heartbeat_age`` (default three heartbeat
     intervals); claiming: its claim loop ran within ``max_loop_age`` seconds.
+
+    A ``worker_id`` no worker has, whose processes are ``<worker_id>-1``, ``-2``... (``run_jobs
+    --processes N --worker-id <worker_id>``), is checked as one group: every one of them
+    must be alive and claiming.
     """
     host = hostname or socket.gethostname()
     try:
@@ -86,6 +90,9 @@ def check_worker(
     if worker_id is not None:
         found = [w for w in rows if w.worker_id == worker_id]
         where = f"worker {worker_id}"
+        group = [w for w in rows if _in_group(w.worker_id, worker_id)]
+        if not found and group:
+            return _check_group(worker_id, group, max_heartbeat_age, max_loop_age)
     else:
         found = sorted((w for w in rows if w.hostname == host), key=lambda w: w.started_at)
         where = f"a worker on host {host}"
@@ -99,6 +106,28 @@ def check_worker(
         OK,
         f"ok: worker {worker.worker_id} alive (heartbeat {_age(worker.heartbeat_age)}, "
         f"claim loop {_age(worker.loop_age)})",
+    )
+
+
+def _in_group(candidate: str, group: str) -> bool:
+    """Whether ``candidate`` is a process of the group: ``<group>-<n>``."""
+    prefix, _, number = candidate.rpartition("-")
+    return prefix == group and number.isdigit()
+
+
+def _check_group(
+    group: str,
+    members: list[monitoring.WorkerState],
+    max_heartbeat_age: float | None,
+    max_loop_age: float,
+) -> Health:
+    for worker in sorted(members, key=lambda w: w.worker_id):
+        problem = _judge(worker, max_heartbeat_age, max_loop_age)
+        if problem:
+            return Health(NO_WORKER, f"{problem} (worker group {group})")
+    return Health(
+        OK,
+        f"ok: worker group {group} alive: {counted(len(members), 'process', 'processes')} claiming",
     )
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
+from datetime import timedelta
+from io import StringIO
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import timezone
 
 from django_pqjobs import enqueue_job, enqueue_many
 from django_pqjobs.models import Job, WorkerRecord
@@ -92,6 +95,39 @@ def test_the_processes_stop_by_themselves_when_the_supervisor_is_killed():
     jobs = Job.objects.filter(pk__in=ids)
     assert {(job.status, job.attempts) for job in jobs} == {("ready", 0)}
     assert not WorkerRecord.objects.exists()
+
+
+def test_jobs_health_checks_the_processes_of_a_worker_id_as_one_group():
+    with run_jobs("--processes", "2", "--worker-id", "grp") as supervisor:
+        wait_for(
+            lambda: (
+                WorkerRecord.objects.filter(
+                    worker_id__in=["grp-1", "grp-2"], loop_at__isnull=False
+                ).count()
+                == 2
+            ),
+            timeout=30,
+        )
+        out = StringIO()
+        call_command("jobs_health", "--worker-id", "grp", stdout=out)
+        assert out.getvalue().strip() == "ok: worker group grp alive: 2 processes claiming"
+        # one process frozen: its heartbeat (made old here, not waited for) stops
+        frozen = WorkerRecord.objects.get(pk="grp-2").pid
+        os.kill(frozen, signal.SIGSTOP)
+        try:
+            WorkerRecord.objects.filter(pk="grp-2").update(
+                heartbeat_at=timezone.now() - timedelta(hours=1)
+            )
+            out = StringIO()
+            with pytest.raises(SystemExit) as failed:
+                call_command("jobs_health", "--worker-id", "grp", stdout=out)
+        finally:
+            os.kill(frozen, signal.SIGCONT)
+        assert failed.value.code == 1
+        assert out.getvalue().startswith("stale: worker grp-2 last heartbeat ")
+        assert out.getvalue().strip().endswith("(worker group grp)")
+        supervisor.signal(signal.SIGTERM)
+        assert supervisor.wait(30) == 0
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "two", "100000"])
