@@ -7,21 +7,11 @@ from django.db import migrations
 from django_pqjobs import sql
 
 
-def forward(apps, schema_editor):
-    with schema_editor.connection.cursor() as cursor:
-        sql.run(cursor, "migrations/0016_trust_boundary.up.sql")
-
-
-def backward(apps, schema_editor):
-    with schema_editor.connection.cursor() as cursor:
-        sql.run(cursor, "migrations/0016_trust_boundary.down.sql")
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("django_pqjobs", "0015_note_changes_any_size"),
     ]
 
     operations = [
-        migrations.RunPython(forward, backward),
+        sql.migration("0016_trust_boundary"),
     ]

@@ -7,21 +7,11 @@ from django.db import migrations
 from django_pqjobs import sql
 
 
-def forward(apps, schema_editor):
-    with schema_editor.connection.cursor() as cursor:
-        sql.run(cursor, "migrations/0019_one_flow_control_claim.up.sql")
-
-
-def backward(apps, schema_editor):
-    with schema_editor.connection.cursor() as cursor:
-        sql.run(cursor, "migrations/0019_one_flow_control_claim.down.sql")
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("django_pqjobs", "0018_attempt_snoozed"),
     ]
 
     operations = [
-        migrations.RunPython(forward, backward),
+        sql.migration("0019_one_flow_control_claim"),
     ]

@@ -24,7 +24,7 @@ import re
 from importlib import resources
 from typing import Any
 
-__all__ = ["SCHEMA_FILES", "queries", "read", "render", "run", "tables_schema"]
+__all__ = ["SCHEMA_FILES", "migration", "queries", "read", "render", "run", "tables_schema"]
 
 # In the order they are run: functions before the triggers that call them, privileges last.
 SCHEMA_FILES = (
@@ -59,6 +59,22 @@ def render(text: str, schema: str) -> str:
 def run(cursor: Any, name: str) -> None:
     """Run one file (all its statements) for the job tables' schema."""
     cursor.execute(render(read(name), tables_schema(cursor)))
+
+
+def migration(name: str) -> Any:
+    """The operation of a migration that runs ``migrations/<name>.up.sql``, and its
+    ``.down.sql`` when the migration is unapplied."""
+    from django.db.migrations import RunPython
+
+    def forward(apps: Any, schema_editor: Any) -> None:
+        with schema_editor.connection.cursor() as cursor:
+            run(cursor, f"migrations/{name}.up.sql")
+
+    def backward(apps: Any, schema_editor: Any) -> None:
+        with schema_editor.connection.cursor() as cursor:
+            run(cursor, f"migrations/{name}.down.sql")
+
+    return RunPython(forward, backward)
 
 
 _NAME_LINE = re.compile(r"^-- name: ([a-z_]+)$", re.MULTILINE)
