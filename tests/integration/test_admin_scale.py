@@ -3,8 +3,10 @@
 
 The timings measured on the development machine are stated in docs/guides/operating.md.
 Asserted here: the exact number of queries per page, that no page counts the whole table,
-and a ceiling (CEILING_SECONDS) that only a plan gone wrong (a sequential scan of the
-table per page view, about a second at this size) breaks. The same holds for hostile URLs
+and a ceiling that only a plan gone wrong (a sequential scan of the table per page view,
+about a second at this size) breaks: CEILING_SECONDS, or under load (other tests, other
+processes on a shared machine) most of the time a sequential scan of the table takes right
+then, whichever is larger. The same holds for hostile URLs
 (sorts by unindexed columns, thousands of sort terms, free lookups, NUL bytes, pages far
 down, facets): they are refused, or cost what a normal page costs. Filters whose matches
 are rare on a column without an index (a queue nobody uses, a date range with no jobs)
@@ -28,6 +30,22 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 ROWS = 1_000_000
 CEILING_SECONDS = 1.0
+SCAN_SHARE = 0.8  # of a sequential scan of the whole table, timed in the same test
+
+
+def ceiling() -> float:
+    """The slowest a page may be now: a page whose plan went wrong scans the table."""
+    times = []
+    with connection.cursor() as cursor:
+        cursor.execute("SET max_parallel_workers_per_gather = 0")  # one process, as a page
+        for _ in range(3):
+            started = time.perf_counter()
+            cursor.execute("SELECT max(length(job_type)) FROM pqjobs_job")
+            times.append(time.perf_counter() - started)
+        cursor.execute("RESET max_parallel_workers_per_gather")
+    return max(CEILING_SECONDS, SCAN_SHARE * sorted(times)[1])
+
+
 HOSTILE_TIMEOUT = 0.5
 
 # One statement; generated row g gets id base + g. Ids grow with created_at, as in real
@@ -309,7 +327,8 @@ def test_every_admin_page_stays_fast_on_a_million_jobs(base, admin_client, capsy
             )
         )
     slowest = max(timings, key=lambda name: timings[name])
-    assert timings[slowest] < CEILING_SECONDS, f"{slowest} took {timings[slowest]:.2f} s"
+    limit = ceiling()
+    assert timings[slowest] < limit, f"{slowest} took {timings[slowest]:.2f} s (limit {limit:.2f})"
 
     # Bulk delete: "select all" across a million jobs asks on a page that counts them by
     # status (one scan), never lists them; then the failed ones (999) go, in batches.
@@ -342,7 +361,8 @@ def test_every_admin_page_stays_fast_on_a_million_jobs(base, admin_client, capsy
             )
         )
     slowest = max(timings, key=lambda name: timings[name])
-    assert timings[slowest] < CEILING_SECONDS, f"{slowest} took {timings[slowest]:.2f} s"
+    limit = ceiling()
+    assert timings[slowest] < limit, f"{slowest} took {timings[slowest]:.2f} s (limit {limit:.2f})"
 
     # The searches find what the help text promises.
     def change(g: int) -> str:
