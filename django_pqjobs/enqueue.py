@@ -164,7 +164,7 @@ def prepare(
         close = difflib.get_close_matches(job_type, registered, n=1)
         raise UnknownJobType(job_type, registered, close[0] if close else None)
     chosen = specification.declare("call", where, given)
-    specification.check_rules({**specification.declared_by(known), **chosen}, where)
+    specification.check_rules({**known.declared, **chosen} if known else chosen, where)
 
     def value(name: str) -> Any:
         return chosen[name] if name in chosen else specification.default(name, known)

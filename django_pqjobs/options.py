@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from enum import IntEnum
 from typing import Literal
 
@@ -184,18 +184,6 @@ def run_after(value: object, what: str = "run_after") -> datetime:
     if in_utc is None or not EARLIEST_RUN_AFTER <= in_utc <= LATEST_RUN_AFTER:
         raise InvalidJobOption(f"{what} must be between the years 1 and 9999, got {value!r}")
     return value
-
-
-def run_after_or_delay(when: object, wait: object, what: str) -> tuple[datetime | None, float]:
-    """Validate the two ways to say when a job may run (at most one may be given)."""
-    if when is not None and wait is not None:
-        raise InvalidJobOption(f"{what}: give run_after or delay, not both")
-    if when is not None:
-        return run_after(when, f"{what} run_after"), 0.0
-    seconds = 0.0 if wait is None else delay(wait, f"{what} delay")
-    if seconds and datetime.now(UTC) + timedelta(seconds=seconds) > LATEST_RUN_AFTER:
-        raise InvalidJobOption(f"{what} delay reaches past the year 9999, got {wait!r}")
-    return None, seconds
 
 
 def dedupe(value: object, what: str = "dedupe") -> Dedupe:

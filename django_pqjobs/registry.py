@@ -61,6 +61,12 @@ class JobType:
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.handler)
 
+    @cached_property
+    def declared(self) -> dict[str, Any]:
+        """The options this type declared (read once: every enqueue checks its own options
+        against them)."""
+        return specification.declared_by(self)
+
     @property
     def dotted_path(self) -> str:
         return f"{self.handler.__module__}.{self.handler.__qualname__}"

@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from . import options
@@ -186,9 +185,6 @@ def check_rules(
         raise InvalidJobOption(f"{where}: rate_key needs rate='N/period'")
     if get("run_after") is not None and get("delay") is not None:
         raise InvalidJobOption(f"{where}: give run_after or delay, not both")
-    wait = get("delay")
-    if wait and datetime.now(UTC) + timedelta(seconds=wait) > options.LATEST_RUN_AFTER:
-        raise InvalidJobOption(f"{where} delay reaches past the year 9999, got {wait!r}")
     if get("dedupe_key") is not None:
         if get("depends_on"):
             raise InvalidJobOption(
@@ -211,10 +207,9 @@ def check_rules(
 
 
 def declared_by(job_type: Any) -> dict[str, Any]:
-    """The options a job type (a ``registry.JobType``, or None) declared, those set, as
-    ``@job`` read them. (The registry imports this module, so the type is not named.)"""
-    if job_type is None:
-        return {}
+    """The options a job type (a ``registry.JobType``) declared, those set, as ``@job``
+    read them (``JobType.declared`` keeps them). (The registry imports this module, so the
+    type is not named.)"""
     found = {name: getattr(job_type, name, None) for name in names_at("type")}
     return {
         name: value for name, value in found.items() if value is not None and value is not False

@@ -11,7 +11,7 @@ from uuid import UUID
 
 import pytest
 
-from django_pqjobs import InvalidJobOption, Priority, keys, options
+from django_pqjobs import InvalidJobOption, Priority, keys, options, specification
 from django_pqjobs.models import Job, Schedule
 
 
@@ -106,11 +106,13 @@ def test_timeouts_are_positive_finite_and_bounded(bad):
 
 
 def test_delays_and_run_after():
-    assert options.run_after_or_delay(None, timedelta(minutes=1), "t") == (None, 60.0)
+    assert specification.declare("call", "t", {"delay": timedelta(minutes=1)}) == {"delay": 60.0}
     moment = datetime(2030, 1, 1, tzinfo=UTC)
-    assert options.run_after_or_delay(moment, None, "t") == (moment, 0.0)
+    assert specification.declare("call", "t", {"run_after": moment}) == {"run_after": moment}
     with pytest.raises(InvalidJobOption, match="not both"):
-        options.run_after_or_delay(moment, 5, "t")
+        specification.check_rules(
+            specification.declare("call", "t", {"run_after": moment, "delay": 5}), "t"
+        )
     with pytest.raises(InvalidJobOption, match="timezone-aware"):
         options.run_after(datetime(2030, 1, 1))
     # a run time that leaves the calendar in UTC (year 1 at +05:00 is year 0 in UTC)

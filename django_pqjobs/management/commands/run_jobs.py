@@ -115,7 +115,11 @@ class Command(PQJobsCommand):
                 processes,
                 run_child,
                 burst=options["burst"],
-                shutdown_timeout=options["shutdown_timeout"] or conf.SHUTDOWN_TIMEOUT,
+                shutdown_timeout=(
+                    conf.SHUTDOWN_TIMEOUT
+                    if options["shutdown_timeout"] is None
+                    else options["shutdown_timeout"]
+                ),
             )
             code = supervisor.run()
         else:
