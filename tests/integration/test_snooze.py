@@ -101,6 +101,17 @@ def test_the_dashboard_counts_no_snooze_as_a_retry():
     assert dashboard.collect().chart_totals == (1, 0, 1)  # done, failed, retried this hour
 
 
+def test_a_reason_no_column_takes_as_it_is_is_stored_cleaned_and_capped():
+    job_id = enqueue_job("tests.snooze_odd_reason")
+    assert [run.outcome for run in drain()] == ["snoozed", "done"]
+    [row] = JobAttempt.objects.filter(job_id=job_id)
+    # as every error text: its tail kept, the cut said (where a traceback says the most)
+    assert row.outcome == "snoozed" and row.traceback.startswith("[... 11989")
+    assert "\x00" not in row.traceback and len(row.traceback.encode()) <= 10 * 1024
+    # NUL and the lone surrogate written as escapes, as every stored error text has them
+    assert row.traceback.endswith(r" not\x00yet \ud800")
+
+
 def test_a_child_process_snoozes_like_a_thread(worker_factory):
     worker_factory()
     job_id = enqueue_job("tests.iso_snooze_once")

@@ -404,3 +404,11 @@ def iso_snooze_once(ctx: JobContext) -> dict:
 @job("tests.snooze_badly", max_attempts=1)
 def snooze_badly(ctx: JobContext) -> None:
     raise Snooze(ctx.job.payload["delay"])
+
+
+@job("tests.snooze_odd_reason", max_attempts=1)
+def snooze_odd_reason(ctx: JobContext) -> str:
+    """Snoozes once with a reason no column takes as it is: NUL, a lone surrogate, 12 MB."""
+    if not _snoozes_so_far(ctx):
+        raise Snooze(0, reason="x" * 12_000_000 + " not\x00yet \ud800")
+    return "ok"
