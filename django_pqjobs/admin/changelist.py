@@ -168,6 +168,15 @@ class GuardedChangeList(ChangeList):
             return [_unindexed(term) for term in ordering]
         return ordering
 
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        # Django reads a list whose count fits on one page without a LIMIT: when that count
+        # is only an estimate (an exact count ran out of time), a page is all it may read.
+        rows = self.result_list
+        if not getattr(self.paginator, "exact", True) and not rows.query.is_sliced:
+            shown = self.list_max_show_all if self.show_all else self.list_per_page
+            self.result_list = rows[:shown]
+
     def get_filters(self, request: HttpRequest) -> Any:
         try:
             specs, has_filters, remaining, duplicates, active = super().get_filters(request)

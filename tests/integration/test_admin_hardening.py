@@ -16,7 +16,8 @@ import psycopg
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.contrib.messages import get_messages
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
+from django.db.models import QuerySet
 from django.db.models.signals import pre_save
 from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
@@ -408,6 +409,71 @@ def test_a_list_that_would_wait_or_scan_is_stopped_by_the_statement_timeout(
     assert response.status_code == 503
     assert "stopped this list after 0.3 s" in response.content.decode()
     assert elapsed < 5
+
+
+@pytest.fixture
+def fan_out() -> int:
+    """A job with 10,050 dependents: more than the paginator counts in one bounded step,
+    behind a filter (an array of ids) whose rows the planner cannot estimate."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO pqjobs_job (job_type, queue, payload, status, priority, attempts, "
+            "max_attempts, run_after, created_at, has_dependents) "
+            "SELECT 'fan', 'default', '{}', 'waiting', 0, 0, 3, now(), now(), g = 0 "
+            "FROM generate_series(0, 10050) g RETURNING id"
+        )
+        ids = sorted(row[0] for row in cursor.fetchall())
+        cursor.execute(
+            "INSERT INTO pqjobs_dependency (job_id, depends_on_id) SELECT unnest(%s::bigint[]), %s",
+            [ids[1:], ids[0]],
+        )
+        cursor.execute("ANALYZE pqjobs_job")
+    return ids[0]
+
+
+def slow_counts(monkeypatch, *, bounded: bool) -> None:
+    """Every full COUNT of the job list (and, if ``bounded``, every bounded one) runs out
+    of the statement timeout, as a real count of a huge list does under load."""
+    original = QuerySet.count
+
+    def count(self):
+        if self.model is Job and (bounded or not self.query.is_sliced):
+            with connections[self.db].cursor() as cursor:
+                cursor.execute("SELECT pg_sleep(2)")
+        return original(self)
+
+    monkeypatch.setattr(QuerySet, "count", count)
+
+
+@pytest.mark.parametrize("bounded", [False, True], ids=["full count", "every count"])
+def test_a_count_out_of_time_never_makes_the_list_read_every_row(
+    operator, monkeypatch, fan_out, bounded
+):
+    # The planner expects ~10 dependents; the bounded count sees more than 10,000, and the
+    # full count runs out of time. The page still shows 50 rows, with LIMIT, and a count
+    # no lower than what was seen. When even the bounded count runs out of time, the count
+    # is the planner's (small) estimate, and still the list reads one page only.
+    monkeypatch.setattr(JobAdmin, "list_statement_timeout", 0.3)
+    slow_counts(monkeypatch, bounded=bounded)
+    with CaptureQueriesContext(connection) as captured:
+        response = operator.get(CHANGELIST, {"dependents_of": fan_out})
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert body.count('<tr><td class="action-checkbox">') == 50
+    if not bounded:
+        assert "10001 jobs" in body
+    rows = [
+        q["sql"]
+        for q in captured.captured_queries
+        if q["sql"].startswith('SELECT "pqjobs_job"."id"') and "ORDER BY" in q["sql"]
+    ]
+    assert rows and all(sql.rstrip().endswith("LIMIT 50") for sql in rows), rows
+
+
+def test_a_list_the_planner_underestimates_is_counted_exactly(operator, fan_out):
+    response = operator.get(CHANGELIST, {"dependents_of": fan_out})
+    assert response.status_code == 200
+    assert "10050 jobs" in response.content.decode()
 
 
 def test_the_time_limit_ends_with_the_list_even_inside_a_request_transaction():
