@@ -138,8 +138,9 @@ def unknown_key_warning(key: Any) -> Warning:
 def _check_databases() -> list[CheckMessage]:
     errors: list[CheckMessage] = []
     aliases = {("DATABASE", conf.raw("DATABASE"))}
-    if conf.raw("LISTEN_DATABASE") is not None:
-        aliases.add(("LISTEN_DATABASE", conf.raw("LISTEN_DATABASE")))
+    for key in ("LISTEN_DATABASE", "READ_DATABASE"):
+        if conf.raw(key) is not None:
+            aliases.add((key, conf.raw(key)))
     for key, alias in sorted(aliases, key=str):
         if not isinstance(alias, str):
             continue

@@ -330,6 +330,15 @@ class Settings:
         check="pqjobs.E011",
         meaning="Database alias of the LISTEN connection (None: DATABASE).",
     )
+    READ_DATABASE = Setting(
+        None,
+        optional_non_empty_string,
+        fallback=DATABASE,
+        check="pqjobs.E037",
+        meaning="Database alias (a replica of DATABASE) that the admin's job, batch and audit "
+        "lists, the dashboard and the metrics view read (None: DATABASE). Nothing that "
+        "changes a job reads it.",
+    )
     QUEUES = Setting(
         None,
         queue_names,

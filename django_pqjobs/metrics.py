@@ -64,7 +64,7 @@ class JobQueueCollector:
 
     def collect(self) -> Iterator[Any]:
         started = time.perf_counter()
-        alias = self.using or conf.DATABASE
+        alias = self.using or conf.READ_DATABASE
         depth = monitoring.depth(alias)
 
         jobs = GaugeMetricFamily(
@@ -132,6 +132,16 @@ class JobQueueCollector:
             family.add_metric([pause.name], 1)
         yield paused_queues
         yield paused_types
+
+        behind = monitoring.read_lag(alias)
+        if behind is not None:
+            read_lag = GaugeMetricFamily(
+                "pqjobs_read_lag_seconds",
+                "How far behind its primary the replica these metrics are read from is "
+                "(PQJOBS['READ_DATABASE']); shown only when that database is a standby",
+            )
+            read_lag.add_metric([], behind)
+            yield read_lag
 
         workers = monitoring.workers(alias)
         live = [w for w in workers if monitoring.is_live(w)]

@@ -282,6 +282,26 @@ def _queue_names(value: Any) -> tuple[str, ...] | None:
     return tuple(str(name) for name in value) if value else None
 
 
+# A standby that has replayed all it received is as current as the primary's last change,
+# however long ago that was: its lag is 0, not the age of the last transaction.
+_READ_LAG = """
+SELECT CASE
+    WHEN NOT pg_is_in_recovery() THEN NULL
+    WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn() THEN 0
+    ELSE GREATEST(0, extract(epoch FROM now() - pg_last_xact_replay_timestamp()))
+END
+"""
+
+
+def read_lag(alias: str) -> float | None:
+    """How many seconds ``alias`` (a streaming replica, as ``READ_DATABASE`` may be) is
+    behind its primary; None when it is not a standby (``DATABASE`` is not asked)."""
+    if alias == conf.DATABASE:
+        return None
+    (seconds,) = _read(alias, _READ_LAG, [])[0]
+    return None if seconds is None else float(seconds)
+
+
 def live_after() -> float:
     """Heartbeat age past which a worker no longer counts as live: three heartbeats."""
     return 3 * min(conf.HEARTBEAT_INTERVAL, conf.STALE_TIMEOUT / 3)

@@ -66,6 +66,14 @@ class Cluster:
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 
+    def base_backup(self, directory: Path) -> None:
+        """Copy this (running) cluster into ``directory`` as a standby that streams from it
+        (``pg_basebackup -R`` writes standby.signal and the primary's address)."""
+        self._run(
+            "pg_basebackup", "-D", str(directory), "-h", "127.0.0.1", "-p", str(self.port),
+            "-U", "postgres", "-X", "stream", "-R", "-c", "fast",
+        )  # fmt: skip
+
     def url(self, user: str = "postgres", database: str | None = None) -> str:
         return f"postgres://{user}@127.0.0.1:{self.port}/{database or self.database}"
 
@@ -93,6 +101,26 @@ class Cluster:
             check=True,
             stdout=subprocess.DEVNULL,
         )
+
+
+@contextmanager
+def standby_of(primary: Cluster) -> Iterator[Cluster]:
+    """A hot standby of ``primary`` streaming from it (its own directory and port), stopped
+    and deleted afterwards."""
+    directory = Path(tempfile.mkdtemp(prefix="pqjobs-standby-"))
+    if os.geteuid() == 0:
+        owner = pwd.getpwnam("postgres")
+        os.chown(directory, owner.pw_uid, owner.pw_gid)
+    standby = Cluster(primary.bin_dir, directory)
+    standby.database = primary.database
+    try:
+        primary.base_backup(standby.data)
+        standby.start()
+        yield standby
+    finally:
+        with suppress(subprocess.CalledProcessError):
+            standby.stop()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @contextmanager

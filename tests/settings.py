@@ -95,6 +95,13 @@ if os.environ.get("PQJOBS_TEST_LISTEN_URL"):
         "TEST": {"NAME": DATABASES["default"]["NAME"]},
     }
 
+# The replica tests (test_read_replica.py) read the console's lists from a streaming standby.
+if os.environ.get("PQJOBS_TEST_READ_URL"):
+    DATABASES["replica"] = {
+        **env.db("PQJOBS_TEST_READ_URL"),
+        "TEST": {"MIRROR": "default"},
+    }
+
 STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -112,6 +119,8 @@ PQJOBS = {
 }
 if "direct" in DATABASES:
     PQJOBS["LISTEN_DATABASE"] = "direct"
+if "replica" in DATABASES:
+    PQJOBS["READ_DATABASE"] = "replica"
 
 # --- Django's Tasks framework (tests/integration/test_tasks_*.py) ------------------------------
 # Each framework's test app is installed when that framework is: django.tasks (built in from

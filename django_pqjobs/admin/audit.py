@@ -15,7 +15,6 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from ..conf import conf
 from ..models import OperatorAction
 from ..statuses import AuditAction
 from . import display
@@ -63,9 +62,6 @@ class OperatorActionAdmin(GuardedListAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return super().get_queryset(request).using(conf.DATABASE)
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

@@ -23,7 +23,6 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from ..conf import conf
 from ..models import Batch, Job
 from ..options import NAME_MAX_LENGTH
 from ..statuses import BATCH_CALLBACKS, JobStatus
@@ -162,9 +161,6 @@ class BatchAdmin(GuardedListAdmin):
         return [str(f) for _, spec in self.fieldsets for f in spec["fields"]]
 
     # --- the list ---------------------------------------------------------------------------
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return super().get_queryset(request).using(conf.DATABASE)
 
     def list_rows(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         return queryset.defer("callbacks")

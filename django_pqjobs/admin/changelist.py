@@ -52,6 +52,8 @@ from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
+from ..conf import conf
+
 # Parameters of Django's change list itself (the filters add their own).
 LIST_PARAMETERS = frozenset(
     {
@@ -211,7 +213,8 @@ class GuardedListAdmin(admin.ModelAdmin):
 
     ``list_orderings`` names the sortable columns; ``list_statement_timeout`` (seconds, or
     None for no limit) bounds every statement of a list page; ``list_narrowing_hint`` is
-    what the page says when that limit stopped it.
+    what the page says when that limit stopped it. A list page (GET) reads
+    ``PQJOBS["READ_DATABASE"]``; every other page, and every action, ``DATABASE``.
     """
 
     list_orderings: Orderings = {}
@@ -221,6 +224,21 @@ class GuardedListAdmin(admin.ModelAdmin):
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return GuardedChangeList
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).using(self.database_for(request))
+
+    def database_for(self, request: HttpRequest) -> str:
+        """The alias this request reads: ``READ_DATABASE`` (a replica, perhaps a little
+        behind) for the list itself, ``DATABASE`` for a job's page, and for an action,
+        whose rows must be as they are now."""
+        match = getattr(request, "resolver_match", None)
+        opts = self.model._meta
+        listing = match is not None and match.url_name == (
+            f"{opts.app_label}_{opts.model_name}_changelist"
+        )
+        reading = listing and request.method in ("GET", "HEAD")
+        return conf.READ_DATABASE if reading else conf.DATABASE
 
     def list_rows(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         """The list's rows from its filtered, sorted queryset: what columns to read."""

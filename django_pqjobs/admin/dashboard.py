@@ -13,7 +13,6 @@ from django.utils.safestring import SafeString
 
 from .. import monitoring
 from ..clock import database_now
-from ..conf import conf
 from .display import absolute, moment
 
 _PER_MINUTE = """
@@ -76,6 +75,8 @@ class Dashboard:
     per_minute: list[tuple[datetime, int, int, int]]
     by_type: list[dict[str, Any]]
     workers: list[dict[str, Any]]
+    read_from: str = "default"  # the alias it was read from
+    read_lag: float | None = None  # seconds behind the primary, when that is a replica
 
     @property
     def lag_seconds(self) -> float | None:
@@ -102,20 +103,16 @@ class Dashboard:
         )
 
 
-def _rows(sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
-    with connections[conf.DATABASE].cursor() as cursor:
+def _rows(alias: str, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+    with connections[alias].cursor() as cursor:
         cursor.execute(sql, params or [])
         return list(cursor.fetchall())
 
 
-def active_queues() -> list[str]:
-    """Queues that hold waiting, ready, blocked or running jobs now."""
-    return sorted({queue for _, queue, _, _ in _rows(_ACTIVE)})
-
-
-def collect(paused_queues: frozenset[str] = frozenset()) -> Dashboard:
-    """The dashboard's numbers; ``paused_queues`` are marked in the active jobs."""
-    now = database_now(conf.DATABASE)
+def collect(alias: str, paused_queues: frozenset[str] = frozenset()) -> Dashboard:
+    """The dashboard's numbers, read from ``alias``; ``paused_queues`` are marked in the
+    active jobs."""
+    now = database_now(alias)
     active = [
         {
             "status": s,
@@ -125,11 +122,11 @@ def collect(paused_queues: frozenset[str] = frozenset()) -> Dashboard:
             "oldest_due_shown": moment(oldest),
             "paused": q in paused_queues,
         }
-        for s, q, n, oldest in _rows(_ACTIVE)
+        for s, q, n, oldest in _rows(alias, _ACTIVE)
     ]
     due = [a["oldest_due"] for a in active if a["oldest_due"] is not None]
-    counts = {minute: [done, failed, 0] for minute, done, failed in _rows(_PER_MINUTE)}
-    for minute, retried in _rows(_RETRIES_PER_MINUTE):
+    counts = {minute: [done, failed, 0] for minute, done, failed in _rows(alias, _PER_MINUTE)}
+    for minute, retried in _rows(alias, _RETRIES_PER_MINUTE):
         counts.setdefault(minute, [0, 0, 0])[2] = retried
     start = now.replace(second=0, microsecond=0) - timedelta(minutes=59)
     per_minute = []
@@ -139,7 +136,7 @@ def collect(paused_queues: frozenset[str] = frozenset()) -> Dashboard:
         per_minute.append((minute, done, failed, retried))
     finished_24h: dict[str, int] = {}
     per_type: dict[str, dict[str, int]] = {}
-    for job_type, status, count in _rows(_LAST_DAY):
+    for job_type, status, count in _rows(alias, _LAST_DAY):
         finished_24h[status] = finished_24h.get(status, 0) + count
         per_type.setdefault(job_type, {"done": 0, "failed": 0, "cancelled": 0})[status] = count
     by_type: list[dict[str, Any]] = [
@@ -150,7 +147,7 @@ def collect(paused_queues: frozenset[str] = frozenset()) -> Dashboard:
         }
         for job_type, counts in sorted(per_type.items(), key=lambda i: (-i[1]["failed"], i[0]))
     ]
-    running = dict(_rows(_RUNNING_BY_WORKER))
+    running = dict(_rows(alias, _RUNNING_BY_WORKER))
     # Live ones first; a stale one is judged by the rule jobs_health uses.
     workers = sorted(
         (
@@ -164,7 +161,7 @@ def collect(paused_queues: frozenset[str] = frozenset()) -> Dashboard:
                 "live": monitoring.is_live(w),
                 "running": running.get(w.worker_id, 0),
             }
-            for w in monitoring.workers(conf.DATABASE)
+            for w in monitoring.workers(alias)
         ),
         key=lambda w: not w["live"],
     )
@@ -176,6 +173,8 @@ def collect(paused_queues: frozenset[str] = frozenset()) -> Dashboard:
         per_minute,
         by_type[:50],
         workers,
+        read_from=alias,
+        read_lag=monitoring.read_lag(alias),
     )
 
 

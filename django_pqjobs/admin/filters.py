@@ -18,7 +18,6 @@ from django.db.models import Exists, F, Lookup, OuterRef, QuerySet
 from django.http import HttpRequest
 
 from .. import options
-from ..conf import conf
 from ..errors import InvalidJobOption
 from ..flow import known_queues
 from ..models import Dependency
@@ -41,8 +40,8 @@ SELECT value FROM seen WHERE value IS NOT NULL LIMIT 500
 """
 
 
-def distinct_job_types() -> list[str]:
-    with connections[conf.DATABASE].cursor() as cursor:
+def distinct_job_types(alias: str) -> list[str]:
+    with connections[alias].cursor() as cursor:
         cursor.execute(_DISTINCT.format(column="job_type"))
         return [row[0] for row in cursor.fetchall()]
 
@@ -81,7 +80,7 @@ class JobTypeFilter(admin.SimpleListFilter):
     parameter_name = "job_type"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(value, value) for value in distinct_job_types()]
+        return [(value, value) for value in distinct_job_types(model_admin.database_for(request))]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         value = self.value()

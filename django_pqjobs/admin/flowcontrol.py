@@ -40,16 +40,16 @@ class FlowControl:
         return sum(h.jobs for h in self.held)
 
 
-def collect(paused: list[flow.Paused], seen_queues: list[str]) -> FlowControl:
-    """Flow control now; ``paused`` as read already, ``seen_queues``: queues the dashboard
-    found jobs in."""
+def collect(alias: str, paused: list[flow.Paused], seen_queues: list[str]) -> FlowControl:
+    """Flow control now, read from ``alias``; ``paused`` as read already, ``seen_queues``:
+    queues the dashboard found jobs in."""
     return FlowControl(
         paused=paused,
-        held=flow.held(using=conf.DATABASE),
+        held=flow.held(using=alias),
         declared=flow.declared(),
         queue_rates=[(queue, str(rate)) for queue, rate in sorted(conf.QUEUE_RATES.items())],
         known_queues=sorted({*flow.known_queues(), *seen_queues}),
-        known_job_types=sorted({*registry.names(), *distinct_job_types()}),
+        known_job_types=sorted({*registry.names(), *distinct_job_types(alias)}),
     )
 
 

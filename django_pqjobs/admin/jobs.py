@@ -217,9 +217,6 @@ class JobAdmin(GuardedListAdmin):
             return list(self.list_display)
         return ["error_type" if c == "error" else c for c in self.list_display]
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return super().get_queryset(request).using(conf.DATABASE)
-
     def list_rows(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         return excerpts.list_rows(queryset, self.shows_data(request))
 
@@ -280,7 +277,7 @@ class JobAdmin(GuardedListAdmin):
     ) -> HttpResponse:
         extra = {"title": "Jobs", **(extra_context or {})}
         if request.method in ("GET", "HEAD"):
-            extra["paused"] = _paused_rows(flow.paused(conf.DATABASE))
+            extra["paused"] = _paused_rows(flow.paused(self.database_for(request)))
         return super().changelist_view(request, extra)
 
     # --- list columns ------------------------------------------------------------------------
@@ -833,14 +830,17 @@ class JobAdmin(GuardedListAdmin):
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         if not self.has_view_permission(request):
             raise PermissionDenied
-        paused = flow.paused(conf.DATABASE)
-        numbers = dashboard.collect(frozenset(p.name for p in paused if p.kind == "queue"))
+        alias = conf.READ_DATABASE  # the dashboard decides nothing: it may read a replica
+        paused = flow.paused(alias)
+        numbers = dashboard.collect(alias, frozenset(p.name for p in paused if p.kind == "queue"))
         context = {
             **self.admin_site.each_context(request),
             "title": "Job queue dashboard",
             "opts": self.model._meta,
             "dashboard": numbers,
-            "flow": flowcontrol.collect(paused, sorted({a["queue"] for a in numbers.active})),
+            "flow": flowcontrol.collect(
+                alias, paused, sorted({a["queue"] for a in numbers.active})
+            ),
             "paused": _paused_rows(paused),
             "can_change": self.has_change_permission(request),
             "pause_kinds": list(flowcontrol.KINDS.items()),

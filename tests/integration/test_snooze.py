@@ -98,7 +98,7 @@ def test_the_dashboard_counts_no_snooze_as_a_retry():
     enqueue_job("tests.fail")  # one failed attempt, then a retry after its backoff
     drain()  # the snoozes have no delay: the job snoozes twice, then is done
     assert JobAttempt.objects.filter(outcome="snoozed").count() == 2
-    assert dashboard.collect().chart_totals == (1, 0, 1)  # done, failed, retried this hour
+    assert dashboard.collect("default").chart_totals == (1, 0, 1)  # done, failed, retried this hour
 
 
 def test_a_reason_no_column_takes_as_it_is_is_stored_cleaned_and_capped():

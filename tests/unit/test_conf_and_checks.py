@@ -101,6 +101,16 @@ def test_unknown_database_alias():
     assert "pqjobs.E003" in _ids(DATABASE="jobs")
 
 
+def test_a_read_database_must_be_a_known_postgresql_alias():
+    with override_settings(PQJOBS={"READ_DATABASE": "replica"}):
+        [message] = [m for m in run_checks() if m.id == "pqjobs.E003"]
+    assert message.msg == (
+        "PQJOBS['READ_DATABASE'] names the database alias 'replica', which is not in DATABASES"
+    )
+    assert "pqjobs.E037" in _ids(READ_DATABASE="")
+    assert "pqjobs.E037" in _ids(READ_DATABASE=7)
+
+
 @pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
 def test_non_postgresql_engine_is_refused():
     databases = {
@@ -244,6 +254,13 @@ def test_listen_database_defaults_to_database(settings):
     assert conf.LISTEN_DATABASE == "jobs"
     settings.PQJOBS = {"DATABASE": "jobs", "LISTEN_DATABASE": "direct"}
     assert conf.LISTEN_DATABASE == "direct"
+
+
+def test_read_database_defaults_to_database(settings):
+    settings.PQJOBS = {"DATABASE": "jobs"}
+    assert conf.READ_DATABASE == "jobs"
+    settings.PQJOBS = {"DATABASE": "jobs", "READ_DATABASE": "replica"}
+    assert conf.READ_DATABASE == "replica"
 
 
 def test_checks_are_registered_by_the_app_not_by_importing_the_modules():
