@@ -47,7 +47,7 @@ def replay(paused: bool) -> None:
 
 def listed(client: Client) -> list[int]:
     body = client.get(reverse("admin:django_pqjobs_job_changelist")).content.decode()
-    return sorted({int(n) for n in re.findall(r'/django_pqjobs/job/(\d+)/change/', body)})
+    return sorted({int(n) for n in re.findall(r"/django_pqjobs/job/(\d+)/change/", body)})
 
 
 user = User.objects.create_superuser("root", "root@example.com", "pw")

@@ -42,9 +42,10 @@ def test_the_console_reads_the_replica_and_every_change_goes_to_the_primary():
         assert seen["dashboard_ready"] == ["3"]
         assert seen["dashboard_replica"]
         assert seen["metrics_status"] == 200
-        assert 'pqjobs_jobs{job_type="tests.noop",queue="default",status="ready"} 3.0' in seen[
-            "metrics"
-        ]
+        assert (
+            'pqjobs_jobs{job_type="tests.noop",queue="default",status="ready"} 3.0'
+            in seen["metrics"]
+        )
         assert any(line.startswith("pqjobs_read_lag_seconds ") for line in seen["metrics"])
         # The job page and the action use the primary, where the later jobs are.
         assert seen["job_page"] == 200
