@@ -27,7 +27,9 @@ def _actor(by: str | None) -> str | None:
 def retry_jobs(
     job_ids: Sequence[int], *, by: str | None = None, using: str | None = None
 ) -> list[Requeued]:
-    """Put ``failed`` / ``cancelled`` jobs back to ``ready`` now; other jobs are skipped.
+    """Put ``failed`` / ``cancelled`` jobs back to ``ready`` now; other jobs are skipped,
+    and so is a job whose ``dedupe_key`` an active (ready, blocked, running) job of its type
+    holds (of several retried with one key, only the newest goes back).
 
     Attempt numbers go on: a job that failed after 5 of 5 attempts continues with attempt 6
     and may make 5 more (as many as its last round had); its backoff starts over from the

@@ -34,7 +34,7 @@ class Action:
     run: Callable[[Sequence[int], str], int]  # (job ids, who) -> how many it changed
 
     def report(self, changed: int, asked: int) -> str:
-        """``2 jobs put back to ready. 4 skipped: only failed or cancelled jobs retry.``"""
+        """``2 jobs put back to ready. 4 skipped: only failed or cancelled jobs retry, ...``"""
         text = ngettext("%(n)d job %(verb)s.", "%(n)d jobs %(verb)s.", changed) % {
             "n": changed,
             "verb": self.verb,
@@ -61,7 +61,12 @@ def _run_now(ids: Sequence[int], by: str) -> int:
 
 
 ACTIONS: dict[str, Action] = {
-    "retry": Action("put back to ready", "only failed or cancelled jobs retry", _retry),
+    "retry": Action(
+        "put back to ready",
+        "only failed or cancelled jobs retry, and not while another job of their type holds "
+        "their dedupe key",
+        _retry,
+    ),
     "cancel": Action(
         "cancelled or asked to stop", "already finished (or cancel already requested)", _cancel
     ),

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from ..notify import notify_jobs, notify_queues
 from ..serialization import storable_error
@@ -16,6 +16,8 @@ from .cursors import cursor_of
 from .fence import Fence
 
 QUERIES = queries("operator")
+_DEDUPE_INDEX = "pqjobs_job_active_dedupe"
+_KEY_RACE_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -93,11 +95,27 @@ def requeue_many(alias: str, job_ids: Sequence[int]) -> list[Requeued]:
     (retried too) waits for them again (``waiting``); finished ones count as satisfied.
     """
     with transaction.atomic(using=alias), cursor_of(alias) as cursor:
-        cursor.execute(QUERIES["requeue"], [list(job_ids)])
-        rows = sorted(Requeued(int(r[0]), r[1], int(r[2]), int(r[3])) for r in cursor.fetchall())
+        rows = _requeue(alias, cursor, job_ids)
         _wait_again(cursor, [r.job_id for r in rows])
         notify_jobs(cursor, [r.job_id for r in rows])
         return rows
+
+
+def _requeue(alias: str, cursor: Any, job_ids: Sequence[int]) -> list[Requeued]:
+    # The statement leaves out a job whose key an active job holds, as of its snapshot; an
+    # enqueue of that key committing meanwhile still collides, and the next try sees it.
+    for attempt in range(1, _KEY_RACE_TRIES + 1):
+        try:
+            with transaction.atomic(using=alias):  # a savepoint to try again from
+                cursor.execute(QUERIES["requeue"], [list(job_ids)])
+                return sorted(
+                    Requeued(int(r[0]), r[1], int(r[2]), int(r[3])) for r in cursor.fetchall()
+                )
+        except IntegrityError as exc:
+            constraint = getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None)
+            if attempt == _KEY_RACE_TRIES or constraint != _DEDUPE_INDEX:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _wait_again(cursor: Any, job_ids: list[int]) -> None:

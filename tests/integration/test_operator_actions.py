@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
+import psycopg
 import pytest
+from django.db import connection, connections
 
 from django_pqjobs import InvalidJobOption, cancel_job, enqueue_job, flow, operations, retry_job
 from django_pqjobs.models import Job, JobAttempt, OperatorAction
@@ -103,3 +108,61 @@ def test_pause_and_resume_from_code_are_audited_with_by():
         ("deploy-script", "resume", None, "queue emails"),
         ("alice", "resume", None, "job type tests.noop"),
     ]
+
+
+def keyed_failure(key: str) -> int:
+    job_id = enqueue_job("tests.noop", dedupe_key=key)
+    Job.objects.filter(pk=job_id).update(status="failed", attempts=5)
+    return job_id
+
+
+def test_a_retry_leaves_a_job_whose_dedupe_key_an_active_job_holds():
+    old = keyed_failure("invoice-7")
+    active = enqueue_job("tests.noop", dedupe_key="invoice-7")
+    assert active != old
+    free = keyed_failure("invoice-8")
+    # was an IntegrityError of the active dedupe index, and nothing was retried
+    retried = operations.retry_jobs([old, free], by="ops")
+    assert [r.job_id for r in retried] == [free]
+    statuses = dict(Job.objects.values_list("pk", "status"))
+    assert statuses == {old: "failed", active: "ready", free: "ready"}
+    assert [row[2] for row in trail()] == [free]
+
+
+def test_of_several_failed_jobs_with_one_key_a_retry_puts_back_the_newest():
+    first, second = keyed_failure("k"), keyed_failure("k")
+    assert first != second
+    assert [r.job_id for r in operations.retry_jobs([first, second])] == [second]
+    assert dict(Job.objects.values_list("pk", "status")) == {first: "failed", second: "ready"}
+
+
+def test_a_retry_racing_an_enqueue_of_the_same_key_leaves_the_job_failed():
+    # Another connection inserts an active job with the key and has not committed when the
+    # retry runs: the retry's snapshot does not see it, its UPDATE waits on the index entry
+    # and collides when the enqueue commits. The retry tries again and leaves the job.
+    old = keyed_failure("race")
+    params = connection.get_connection_params()
+    with psycopg.connect(**params, autocommit=False) as other:
+        other.execute(
+            "SELECT pqjobs_enqueue('tests.noop', 'default', '{}'::jsonb, 0, 3, NULL, 0, NULL, "
+            "'race', NULL, NULL, NULL, NULL)"
+        )
+        outcome: dict[str, object] = {}
+
+        def retry() -> None:
+            try:
+                outcome["retried"] = operations.retry_jobs([old])
+            except Exception as exc:  # pragma: no cover - the failure this test catches
+                outcome["error"] = exc
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=retry)
+        thread.start()
+        time.sleep(0.5)
+        assert thread.is_alive()  # waiting for the enqueue's index entry
+        other.commit()
+        thread.join(10)
+    assert outcome == {"retried": []}
+    statuses = sorted(Job.objects.filter(dedupe_key="race").values_list("status", flat=True))
+    assert statuses == ["failed", "ready"]

@@ -3,12 +3,24 @@
 -- name: requeue
 -- Attempt numbers go on (they fence a worker that may still be alive, and keep the history
 -- readable): the job gets as many new attempts as its bound was. The cap keeps the column
--- inside its 32 bits.
+-- inside its 32 bits. A job whose dedupe_key another job of its type holds (ready, blocked
+-- or running: the active dedupe index allows one) stays as it is, and of several retried
+-- together with one key only the newest goes back.
 WITH old AS (
-    SELECT id, status FROM pqjobs_job
+    SELECT id, status, job_type, dedupe_key FROM pqjobs_job
     WHERE id = ANY(%s) AND status IN ('failed', 'cancelled')
     ORDER BY id
     FOR UPDATE
+), ranked AS (
+    SELECT old.*, row_number() OVER (PARTITION BY job_type, dedupe_key ORDER BY id DESC) AS nth
+    FROM old
+), chosen AS (
+    SELECT r.id, r.status FROM ranked r
+    WHERE r.dedupe_key IS NULL
+       OR (r.nth = 1 AND NOT EXISTS (
+            SELECT 1 FROM pqjobs_job d
+            WHERE d.job_type = r.job_type AND d.dedupe_key = r.dedupe_key
+              AND d.status IN ('ready', 'blocked', 'running')))
 )
 UPDATE pqjobs_job AS j
 SET status = 'ready', retried_from = j.attempts,
@@ -16,9 +28,9 @@ SET status = 'ready', retried_from = j.attempts,
                          2147483647),
     run_after = now(), finished_at = NULL, cancel_requested_at = NULL, locked_by = NULL,
     locked_at = NULL, heartbeat_at = NULL, updated_at = now()
-FROM old
-WHERE j.id = old.id
-RETURNING j.id, old.status, j.attempts, j.max_attempts
+FROM chosen
+WHERE j.id = chosen.id
+RETURNING j.id, chosen.status, j.attempts, j.max_attempts
 
 -- name: lock_dependencies
 -- A retried job that has dependencies still active (retried too, say) waits for them again.
