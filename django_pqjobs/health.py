@@ -90,7 +90,7 @@ def check_worker(
     if worker_id is not None:
         found = [w for w in rows if w.worker_id == worker_id]
         where = f"worker {worker_id}"
-        group = [w for w in rows if _in_group(w.worker_id, worker_id)]
+        group = [w for w in rows if monitoring.group_of(w.worker_id) == worker_id]
         if not found and group:
             return _check_group(worker_id, group, max_heartbeat_age, max_loop_age)
     else:
@@ -107,12 +107,6 @@ def check_worker(
         f"ok: worker {worker.worker_id} alive (heartbeat {_age(worker.heartbeat_age)}, "
         f"claim loop {_age(worker.loop_age)})",
     )
-
-
-def _in_group(candidate: str, group: str) -> bool:
-    """Whether ``candidate`` is a process of the group: ``<group>-<n>``."""
-    prefix, _, number = candidate.rpartition("-")
-    return prefix == group and number.isdigit()
 
 
 def _check_group(

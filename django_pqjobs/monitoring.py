@@ -302,6 +302,13 @@ def read_lag(alias: str) -> float | None:
     return None if seconds is None else float(seconds)
 
 
+def group_of(worker_id: str) -> str | None:
+    """The worker group a worker id belongs to: ``<group>`` for ``<group>-<n>``, as
+    ``run_jobs --processes N --worker-id <group>`` names its processes (else None)."""
+    prefix, _, number = worker_id.rpartition("-")
+    return prefix if prefix and number.isdigit() else None
+
+
 def live_after() -> float:
     """Heartbeat age past which a worker no longer counts as live: three heartbeats."""
     return 3 * min(conf.HEARTBEAT_INTERVAL, conf.STALE_TIMEOUT / 3)

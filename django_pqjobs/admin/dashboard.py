@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -75,6 +75,7 @@ class Dashboard:
     per_minute: list[tuple[datetime, int, int, int]]
     by_type: list[dict[str, Any]]
     workers: list[dict[str, Any]]
+    groups: list[dict[str, Any]] = field(default_factory=list)  # run_jobs --processes
     read_from: str = "default"  # the alias it was read from
     read_lag: float | None = None  # seconds behind the primary, when that is a replica
 
@@ -173,9 +174,33 @@ def collect(alias: str, paused_queues: frozenset[str] = frozenset()) -> Dashboar
         per_minute,
         by_type[:50],
         workers,
+        groups=_groups(workers),
         read_from=alias,
         read_lag=monitoring.read_lag(alias),
     )
+
+
+def _groups(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The worker groups (``run_jobs --processes N --worker-id G``: processes ``G-1``...
+    ``G-N``) of two processes or more, each summed up as jobs_health judges it: alive only
+    if every process is."""
+    members: dict[str, list[dict[str, Any]]] = {}
+    for worker in workers:
+        group = monitoring.group_of(worker["worker_id"])
+        if group is not None:
+            members.setdefault(group, []).append(worker)
+    return [
+        {
+            "group": group,
+            "processes": len(found),
+            "live": sum(w["live"] for w in found),
+            "threads": sum(w["concurrency"] or 0 for w in found),
+            "running": sum(w["running"] for w in found),
+            "hosts": ", ".join(sorted({w["hostname"] or "?" for w in found})),
+        }
+        for group, found in sorted(members.items())
+        if len(found) > 1
+    ]
 
 
 def _age(moment: datetime | None, seconds: float) -> SafeString:

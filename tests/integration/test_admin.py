@@ -419,3 +419,28 @@ def test_the_throughput_chart_has_a_time_axis(operator, settings):
     assert len(labels) == 6 and all(re.fullmatch(r"\d\d:\d0", label) for label in labels)
     assert any(f"<title>{m}: 1 done, 0 failed, 0 retried</title>" in chart[0] for m in minutes)
     assert "times in +0545" in page
+
+
+def test_dashboard_sums_up_the_processes_of_a_worker_group(operator):
+    """run_jobs --processes 3 --worker-id web names its processes web-1 to web-3: the
+    dashboard shows them as one group, live only while every process is, as jobs_health."""
+    now = database_now("default")
+    for n, age in ((1, 2), (2, 3), (3, 200)):
+        WorkerRecord.objects.create(
+            worker_id=f"web-{n}",
+            hostname="host-a",
+            concurrency=4,
+            heartbeat_at=now - timedelta(seconds=age),
+        )
+    WorkerRecord.objects.create(worker_id="solo-1", hostname="host-b", concurrency=2)
+    WorkerRecord.objects.create(worker_id="host-b-77-a1b2c3", hostname="host-b", concurrency=1)
+    page = operator.get(DASHBOARD).content.decode()
+    table = re.search(r'<table id="pqjobs-worker-groups">(.*?)</table>', page, re.S)
+    assert table is not None
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table.group(1), re.S)
+    texts = [" ".join(re.sub(r"<[^>]+>", " ", row).split()) for row in rows[1:]]
+    assert texts == ["web 2 of 3 12 0 host-a"]  # group, live, threads, running, host
+    assert 'class="pqjobs-stale"><td><strong>web</strong>' in page
+    assert health.check_worker(worker_id="web").line.startswith("stale")
+    # the processes are still listed one by one below
+    assert {"web-1", "web-2", "web-3", "solo-1", "host-b-77-a1b2c3"} <= set(worker_rows(page))
