@@ -23,6 +23,7 @@ ORDER = [
     "scale",
     "processes",
     "enqueue",
+    "uniqueness",
     "latency",
     "mixed",
     "metrics",
@@ -58,12 +59,14 @@ def main() -> int:
         scale,
         sustained,
         tasks,
+        uniqueness,
     )
 
     modules = {
         "baseline": baseline,
         "drain": drain,
         "enqueue": enqueue,
+        "uniqueness": uniqueness,
         "latency": latency,
         "mixed": mixed,
         "processes": processes,

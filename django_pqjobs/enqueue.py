@@ -21,17 +21,19 @@ from . import composition, endings, options, schema, signals, specification, tra
 from .conf import conf
 from .durations import Duration
 from .errors import DatabaseNotReady, DuplicateJob, InvalidJobOption, QueueFull, UnknownJobType
-from .keys import derive_key
+from .keys import derive_key, payload_key
 from .notify import channel, notify_queues
-from .options import Dedupe, WaitingFull
+from .options import UNIQUE_STATE_BITS, Dedupe, WaitingFull
 from .registry import JobType, registry
 from .serialization import to_json
+from .sql import held_by_key
 from .statuses import DependencyPolicy
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 _DEDUPE_RETRIES = 20
+ALL_FINISHED = sum(UNIQUE_STATE_BITS.values())
 
 
 class JobOptions(TypedDict, total=False):
@@ -45,6 +47,9 @@ class JobOptions(TypedDict, total=False):
     timeout: Duration | None
     dedupe_key: str | None
     dedupe: Dedupe | None
+    unique_for: Duration | None
+    unique_states: Iterable[str] | str | None
+    unique_by: str | Sequence[str] | None
     concurrency_key: str | None
     on_dependency_failure: DependencyPolicy | None
 
@@ -86,6 +91,9 @@ class PreparedJob:
     delay: float
     dedupe_key: str | None
     dedupe: Dedupe
+    unique_for: float | None = None  # seconds: the key is held for that window
+    unique_states: int = 0  # the finished statuses that hold the key (options.UNIQUE_STATE_BITS)
+    unique_by: str | tuple[str, ...] | None = None  # a unique job's key comes from this
     parent_id: int | None = None
     schedule_id: int | None = None
     flow: Flow = NO_FLOW
@@ -171,6 +179,15 @@ def prepare(
 
     queue = value("queue")
     payload_json = serialize_payload(job_type, payload)
+    key = chosen.get("dedupe_key")
+    unique = [value(name) for name in specification.UNIQUENESS]
+    unique_for, unique_states, unique_by = unique
+    if any(v is not None for v in unique):
+        unique_by = unique_by or "payload"
+        if unique_for is not None and unique_states is None:
+            unique_states = ALL_FINISHED  # one job per window, whatever its status
+        if key is None:
+            key = payload_key(payload_json, unique_by, where)
     return PreparedJob(
         job_type=job_type,
         payload_json=payload_json,
@@ -180,8 +197,11 @@ def prepare(
         timeout=value("timeout"),
         run_at=chosen.get("run_after"),
         delay=chosen.get("delay", 0.0),
-        dedupe_key=chosen.get("dedupe_key"),
+        dedupe_key=key,
         dedupe=value("dedupe"),
+        unique_for=unique_for if key is not None else None,
+        unique_states=(unique_states or 0) if key is not None else 0,
+        unique_by=unique_by,
         parent_id=parent_id,
         schedule_id=schedule_id,
         flow=flow_of(job_type, known, queue, payload, chosen.get("concurrency_key")),
@@ -195,10 +215,14 @@ _COLUMNS = (
     "timeout_seconds, dedupe_key, parent_id, schedule_id, last_error, error_type, created_at, "
     "updated_at"
 )
+# The unique index of dedupe keys (sql/schema/uniqueness.sql): its columns and predicate,
+# and the end of the window a unique_for job is enqueued in (as pqjobs_enqueue() has it).
+_HELD = held_by_key()
 _ON_CONFLICT = (
-    "ON CONFLICT (job_type, dedupe_key) "
-    "WHERE dedupe_key IS NOT NULL AND status IN ('ready', 'blocked', 'running') DO NOTHING"
+    "ON CONFLICT (job_type, dedupe_key, (COALESCE(unique_until, 'infinity'::timestamptz))) "
+    f"WHERE {_HELD} DO NOTHING"
 )
+_WINDOW_END = "to_timestamp((floor(extract(epoch FROM now())::double precision / {p}) + 1) * {p})"
 # One job goes in through pqjobs_enqueue() (migration 0007): PL/pgSQL keeps the INSERT's
 # plan for the life of the server session, which spares the server planning it on every
 # call without client-side prepared statements (those break behind PgBouncer in
@@ -213,6 +237,10 @@ _ENQUEUE_ONE = (
 _ENQUEUE_ONE_FLOW = _ENQUEUE_ONE.replace(
     "%s::jsonb)",
     "%s::jsonb, %s::text, %s::integer, %s::text, %s::integer, %s::double precision)",
+)
+# And with the uniqueness columns, only for unique jobs (migration 0020).
+_ENQUEUE_ONE_UNIQUE = _ENQUEUE_ONE_FLOW.replace(
+    "%s::double precision)", "%s::double precision, %s::double precision, %s::smallint)"
 )
 _KEY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('pqjobs.key'), hashtext(%s))"
 _WAITING = """
@@ -304,7 +332,7 @@ def _insert_job(job: PreparedJob, alias: str, trace_context: str | None) -> int:
         trace_context,
     ]
     flow = job.flow
-    if flow is not NO_FLOW:
+    if flow is not NO_FLOW or _unique(job):
         params += [
             flow.concurrency_key,
             flow.concurrency_limit,
@@ -312,6 +340,8 @@ def _insert_job(job: PreparedJob, alias: str, trace_context: str | None) -> int:
             flow.rate_limit,
             flow.rate_period,
         ]
+    if _unique(job):
+        params += [job.unique_for, job.unique_states]
     if flow.max_waiting is not None:
         assert flow.concurrency_key is not None
         with transaction.atomic(using=alias, savepoint=False):
@@ -335,6 +365,17 @@ def _insert_job(job: PreparedJob, alias: str, trace_context: str | None) -> int:
     return _insert(job, alias, params)
 
 
+def _unique(job: PreparedJob) -> bool:
+    """Whether the job holds its key beyond the active statuses, or for a window."""
+    return job.unique_for is not None or job.unique_states != 0
+
+
+def _statement(job: PreparedJob) -> str:
+    if _unique(job):
+        return _ENQUEUE_ONE_UNIQUE
+    return _ENQUEUE_ONE if job.flow is NO_FLOW else _ENQUEUE_ONE_FLOW
+
+
 def announce_replaced(alias: str, job_ids: list[int]) -> None:
     """The ready duplicates a ``replace`` cancelled end once the enqueue commits."""
     if job_ids:
@@ -347,9 +388,11 @@ def _insert(job: PreparedJob, alias: str, params: list[Any]) -> int:
     with connections[alias].cursor() as cursor:
         for _ in range(_DEDUPE_RETRIES):
             if job.dedupe_key is not None and job.dedupe == "replace":
-                replaced = transitions.cancel_duplicate(cursor, job.job_type, job.dedupe_key)
+                replaced = transitions.cancel_duplicates(
+                    cursor, job.job_type, [job.dedupe_key], job.unique_for
+                )
                 announce_replaced(alias, replaced)
-            cursor.execute(_ENQUEUE_ONE if job.flow is NO_FLOW else _ENQUEUE_ONE_FLOW, params)
+            cursor.execute(_statement(job), params)
             (new_id,) = cursor.fetchone()
             if new_id is not None:
                 signals.job_enqueued.send(
@@ -382,6 +425,9 @@ def enqueue_job(
     timeout: Duration | None = None,
     dedupe_key: str | None = None,
     dedupe: Dedupe | None = None,
+    unique_for: Duration | None = None,
+    unique_states: Iterable[str] | str | None = None,
+    unique_by: str | Sequence[str] | None = None,
     concurrency_key: str | None = None,
     depends_on: Sequence[int] | None = None,
     on_dependency_failure: DependencyPolicy | None = None,
@@ -398,6 +444,12 @@ def enqueue_job(
       ``dedupe`` decides what happens on a duplicate: ``"skip"`` returns the existing id,
       ``"replace"`` cancels an existing *ready* job and enqueues this one (a running one is
       kept and its id returned), ``"error"`` raises :class:`~django_pqjobs.DuplicateJob`.
+    - ``unique_for`` (``"1h"``, timedelta or seconds): the key is held for the window of
+      that length the job is enqueued in (windows start at multiples of it since the Unix
+      epoch), whatever the job's status; ``unique_states`` (``"done"``, ``"failed"``,
+      ``"cancelled"``, or a list): also held in those finished statuses. Given either (or
+      ``unique_by``) and no ``dedupe_key``, the key is a digest of the payload, or of the
+      payload fields ``unique_by`` names. Default: the job type's.
     - ``concurrency_key``: the key of this job's concurrency limit, instead of the one its
       type derives from the payload (the type must declare ``concurrency=N``).
     - ``depends_on``: ids of jobs this one waits for (status ``waiting``); it becomes
@@ -422,6 +474,9 @@ def enqueue_job(
         timeout=timeout,
         dedupe_key=dedupe_key,
         dedupe=dedupe,
+        unique_for=unique_for,
+        unique_states=unique_states,
+        unique_by=unique_by,
         concurrency_key=concurrency_key,
         depends_on=depends_on,
         on_dependency_failure=on_dependency_failure,
@@ -458,15 +513,21 @@ def enqueue_on_commit(
     transaction.on_commit(lambda: insert(job, alias), using=alias)
 
 
-_FIND_ACTIVE = """
+# The jobs holding some keys of a type in the window a job enqueued now would be in.
+_FIND_HOLDERS = f"""
     SELECT dedupe_key, id, status FROM pqjobs_job
-    WHERE job_type = %s AND dedupe_key = ANY(%s) AND status IN ('ready', 'blocked', 'running')
+    WHERE job_type = %(type)s AND dedupe_key = ANY(%(keys)s)
+      AND COALESCE(unique_until, 'infinity'::timestamptz)
+          = COALESCE({_WINDOW_END.format(p="%(period)s::double precision")},
+                     'infinity'::timestamptz)
+      AND {_HELD}
 """
 _INSERT_MANY = f"""
-    INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id)
+    INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id, unique_until, unique_states)
     SELECT %s, %s, t.payload::jsonb, 'ready', %s, 0, %s,
            COALESCE(%s, now()) + make_interval(secs => %s),
-           %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb, %s::bigint
+           %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb, %s::bigint,
+           {_WINDOW_END.format(p="%s::double precision")}, %s
     FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(payload, dedupe_key, n)
     ORDER BY t.n
     {_ON_CONFLICT}
@@ -474,11 +535,13 @@ _INSERT_MANY = f"""
 """
 # The same with the flow-control columns: a concurrency key per job, one rate for all.
 _INSERT_MANY_FLOW = f"""
-    INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id, concurrency_key,
-                            concurrency_limit, rate_key, rate_limit, rate_period)
+    INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id, unique_until, unique_states,
+                            concurrency_key, concurrency_limit, rate_key, rate_limit,
+                            rate_period)
     SELECT %s, %s, t.payload::jsonb, 'ready', %s, 0, %s,
            COALESCE(%s, now()) + make_interval(secs => %s),
            %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb, %s::bigint,
+           {_WINDOW_END.format(p="%s::double precision")}, %s,
            t.concurrency_key, %s, t.rate_key, %s, %s
     FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[])
          WITH ORDINALITY AS t(payload, dedupe_key, concurrency_key, rate_key, n)
@@ -494,6 +557,9 @@ def enqueue_many(
     *,
     dedupe_keys: Sequence[str | None] | None = None,
     dedupe: Dedupe | None = None,
+    unique_for: Duration | None = None,
+    unique_states: Iterable[str] | str | None = None,
+    unique_by: str | Sequence[str] | None = None,
     queue: str | None = None,
     priority: int | None = None,
     run_after: datetime | None = None,
@@ -515,7 +581,9 @@ def enqueue_many(
     - ``"error"``: :class:`~django_pqjobs.DuplicateJob` naming every duplicate key, and
       nothing is enqueued.
 
-    With ``"replace"`` and ``"error"`` a key may appear only once per call. All or nothing:
+    With ``"replace"`` and ``"error"`` a key may appear only once per call. Unique jobs
+    (``unique_for``, ``unique_states``, ``unique_by`` here or on the job type, as for
+    :func:`enqueue_job`) without a key get one from their payload. All or nothing:
     the jobs are inserted in one transaction (a savepoint inside yours). Inside a
     :func:`~django_pqjobs.batch` block they join the batch (without dedupe keys).
     """
@@ -537,6 +605,9 @@ def enqueue_many(
         max_attempts=max_attempts,
         timeout=timeout,
         dedupe=dedupe,
+        unique_for=unique_for,
+        unique_states=unique_states,
+        unique_by=unique_by,
     )
     texts = [serialize_payload(job_type, p) for p in payload_list]
     if not keys:
@@ -545,6 +616,12 @@ def enqueue_many(
         options.dedupe_key(key, f"job type {job_type!r} dedupe_keys[{n}]")
         for n, key in enumerate(keys)
     ]
+    if template.unique_by is not None:  # unique jobs: a payload given no key gets one
+        where = f"job type {job_type!r}"
+        keys = [
+            payload_key(text, template.unique_by, where) if key is None else key
+            for key, text in zip(keys, texts, strict=True)
+        ]
     if template.dedupe != "skip":
         _refuse_repeated_keys(template, keys)
     known = registry.get(job_type)
@@ -619,7 +696,9 @@ def _insert_many(
     for _ in range(_DEDUPE_RETRIES):
         if replacing:
             todo_keys = [key for key in (keys[n] for n in todo) if key is not None]
-            replaced = transitions.cancel_duplicates(cursor, job.job_type, todo_keys)
+            replaced = transitions.cancel_duplicates(
+                cursor, job.job_type, todo_keys, job.unique_for
+            )
             announce_replaced(cursor.db.alias, replaced)
         params: list[Any] = [
             job.job_type,
@@ -631,6 +710,9 @@ def _insert_many(
             job.timeout,
             trace_context,
             None if open_batch is None else open_batch.id,
+            job.unique_for,
+            job.unique_for,
+            job.unique_states,
         ]
         if job.flow is NO_FLOW:
             params += [[texts[n] for n in todo], [keys[n] for n in todo]]
@@ -677,11 +759,14 @@ def _insert_many(
 
 
 def _answer_duplicates(cursor: Any, job: PreparedJob, keys: list[str]) -> dict[str, int]:
-    """What ``job.dedupe`` makes of keys whose insert met an active job: the id that takes
-    each key's place (its active job's), or :class:`DuplicateJob` under ``"error"``. A key
-    left out is inserted again: its active job finished meanwhile, or (``"replace"``)
-    another enqueuer's ready one appeared, to be replaced too."""
-    cursor.execute(_FIND_ACTIVE, [job.job_type, sorted(set(keys))])
+    """What ``job.dedupe`` makes of keys whose insert met a job holding them: the id that
+    takes each key's place (its holder's), or :class:`DuplicateJob` under ``"error"``. A
+    key left out is inserted again: its holder let it go meanwhile (finished, or its window
+    ended), or (``"replace"``) another enqueuer's ready one appeared, to be replaced too."""
+    cursor.execute(
+        _FIND_HOLDERS,
+        {"type": job.job_type, "keys": sorted(set(keys)), "period": job.unique_for},
+    )
     active = {key: (int(job_id), status) for key, job_id, status in cursor.fetchall()}
     if job.dedupe == "error" and active:
         found = {key: active[key][0] for key in keys if key in active}

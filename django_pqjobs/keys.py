@@ -1,5 +1,6 @@
-"""Flow-control keys: the templates job types declare (``concurrency_key="tenant:{id}"``)
-and the one canonical, escaped form each payload value takes in a key.
+"""Keys: the templates job types declare for flow control (``concurrency_key="tenant:{id}"``)
+and the one canonical, escaped form each payload value takes in a key; and the dedupe key
+a unique job without one gets from its payload (:func:`payload_key`).
 
 Canonical: values that mean the same give the same key (``1``, ``1.0``, ``"01"``), so a
 limit cannot be multiplied by writing a value another way. Injective: different values
@@ -11,6 +12,8 @@ rules are documented in the flow-control guide, "How keys are built".
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import re
 import string
 import unicodedata
@@ -267,3 +270,24 @@ def _number_text(number: Decimal) -> str:
 def _first_control(text: str) -> str:
     match = _CONTROL.search(text)
     return "" if match is None else f"U+{ord(match.group()):04X}"
+
+
+def payload_key(payload_json: str, unique_by: str | tuple[str, ...], where: str) -> str:
+    """The dedupe key of a unique job given none: a digest of its payload (``"payload"``)
+    or of the fields ``unique_by`` names, as canonical JSON (keys sorted, no spaces), so
+    payloads that are equal as JSON get one key however their keys were ordered. A field
+    the payload lacks is left out (which differs from a field that is null)."""
+    document = json.loads(payload_json)
+    if unique_by == "payload":
+        label, chosen = "payload", document
+    else:
+        if not isinstance(document, dict):
+            raise InvalidJobOption(
+                f"{where} unique_by names fields ({', '.join(unique_by)}), but the payload is "
+                f"not a JSON object: {payload_json:.120}"
+            )
+        label = ",".join(unique_by)
+        chosen = {name: document[name] for name in unique_by if name in document}
+    canonical = json.dumps(chosen, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    digest = hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{label[:200]}#{digest}"

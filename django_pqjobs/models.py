@@ -21,7 +21,6 @@ from django.db.models.functions import Now
 from .options import ACTOR_MAX_LENGTH, DEDUPE_KEY_MAX_LENGTH, NAME_MAX_LENGTH, QUEUE_MAX_LENGTH
 from .statuses import (
     ACTIVE_STATUSES,
-    DEDUPE_STATUSES,
     FINISHED_STATUSES,
     AuditAction,
     FailureKind,
@@ -147,9 +146,24 @@ class Job(models.Model):
         help_text="When a handler last started (recorded just after it starts). A rescued "
         "job whose current attempt never started gets that attempt back.",
     )
-    # NULL, not "", means "no dedupe": the partial unique index skips NULLs.
+    # NULL, not "", means "no dedupe": the partial unique index skips NULLs. The index
+    # (pqjobs_job_unique_key) is SQL's, not this model's: its predicate reads the mask
+    # below, which Django's constraints cannot say (see sql/schema/uniqueness.sql).
     dedupe_key = models.CharField(  # noqa: DJ001
         max_length=DEDUPE_KEY_MAX_LENGTH, null=True, blank=True
+    )
+    unique_until = Timestamp(
+        null=True,
+        blank=True,
+        help_text="The end of the unique_for window the job was enqueued in: its key is "
+        "held until then (whatever its status, as unique_states say). Empty: no window.",
+    )
+    unique_states = models.PositiveSmallIntegerField(
+        default=0,
+        db_default=0,
+        help_text="The finished statuses in which the job still holds its dedupe key, as a "
+        "mask: 1 done, 2 failed, 4 cancelled (it always holds it while ready, blocked or "
+        "running).",
     )
     last_error = models.TextField(blank=True, default="", db_default="")
     error_type = models.CharField(max_length=200, blank=True, default="", db_default="")
@@ -302,11 +316,6 @@ class Job(models.Model):
             ),
         ]
         constraints = [
-            models.UniqueConstraint(
-                fields=["job_type", "dedupe_key"],
-                condition=Q(status__in=DEDUPE_STATUSES) & Q(dedupe_key__isnull=False),
-                name="pqjobs_job_active_dedupe",
-            ),
             models.CheckConstraint(
                 condition=Q(status__in=JobStatus.values),
                 name="pqjobs_job_status_valid",

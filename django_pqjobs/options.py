@@ -186,6 +186,64 @@ def run_after(value: object, what: str = "run_after") -> datetime:
     return value
 
 
+# The finished statuses a job may go on holding its dedupe key in, and their bits in the
+# unique_states column (sql/schema/uniqueness.sql). Ready, blocked and running always hold
+# it; waiting never does (a job with dependencies, or in a batch, has no key).
+UNIQUE_STATE_BITS = {"done": 1, "failed": 2, "cancelled": 4}
+_ALWAYS_HELD = ("ready", "blocked", "running")
+UNIQUE_BY_MAX_FIELDS = 20
+
+
+def unique_for(value: object, what: str = "unique_for") -> float:
+    """The window a dedupe key is held for (a number of seconds, a ``timedelta`` or
+    ``"1h"``), more than zero."""
+    if isinstance(value, str):
+        try:
+            value = parse_duration(value)
+        except ValueError as exc:
+            raise InvalidJobOption(f"{what}: {exc}") from None
+    return _duration(value, what, allow_zero=False)
+
+
+def unique_states(value: object, what: str = "unique_states") -> int:
+    """The statuses a job holds its key in, beyond ready, blocked and running: a status
+    name or an iterable of them. Returns the mask of the finished ones (0: none)."""
+    names = [value] if isinstance(value, str) else value
+    if isinstance(names, (bytes, dict)) or not isinstance(names, Iterable):
+        raise InvalidJobOption(f"{what} must be a status or a list of statuses, got {value!r:.120}")
+    mask = 0
+    for name in names:
+        if name in UNIQUE_STATE_BITS:
+            mask |= UNIQUE_STATE_BITS[name]
+        elif name not in _ALWAYS_HELD:
+            raise InvalidJobOption(
+                f"{what}: {name!r:.120} is not a status a job holds its key in; choose from "
+                f"{', '.join(UNIQUE_STATE_BITS)} (ready, blocked and running always do; a "
+                "waiting job has no key)"
+            )
+    return mask
+
+
+def unique_by(value: object, what: str = "unique_by") -> str | tuple[str, ...]:
+    """What a job's key is derived from when it is given none: ``"payload"`` (all of it)
+    or a list of the payload's top-level field names (those fields only)."""
+    if value == "payload":
+        return "payload"
+    fields = None if isinstance(value, (str, bytes, dict)) else value
+    if isinstance(fields, Iterable):
+        names = tuple(fields)
+        if (
+            0 < len(names) <= UNIQUE_BY_MAX_FIELDS
+            and all(isinstance(name, str) and name for name in names)
+            and len(set(names)) == len(names)
+        ):
+            return tuple(storable_text(name, what) for name in names)
+    raise InvalidJobOption(
+        f"{what} must be 'payload' or a list of 1-{UNIQUE_BY_MAX_FIELDS} distinct field "
+        f"names of the payload, got {value!r:.120}"
+    )
+
+
 def dedupe(value: object, what: str = "dedupe") -> Dedupe:
     for strategy in DEDUPE_STRATEGIES:
         if value == strategy:

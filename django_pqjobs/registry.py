@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -41,6 +41,9 @@ class JobType:
     timeout: float | None = None
     backoff: BackoffPolicy | None = None
     dedupe: Dedupe | None = None
+    unique_for: float | None = None
+    unique_states: int | None = None  # mask, options.UNIQUE_STATE_BITS
+    unique_by: str | tuple[str, ...] | None = None
     atomic: bool = False
     isolation: Isolation | None = None
     memory_limit: int | None = None
@@ -147,6 +150,9 @@ def job(
     timeout: Duration | None = None,
     backoff: Any = None,
     dedupe: Dedupe | None = None,
+    unique_for: Duration | None = None,
+    unique_states: Iterable[str] | str | None = None,
+    unique_by: str | Sequence[str] | None = None,
     atomic: bool = False,
     isolation: Isolation | None = None,
     memory_limit: int | str | None = None,
@@ -186,6 +192,12 @@ def job(
     ``rate="100/m"`` starts at most 100 jobs per minute (fixed windows), per ``rate_key``
     if given (same forms as ``concurrency_key``), else for the whole job type.
 
+    Unique jobs (see docs/guides/unique-jobs.md): ``unique_for`` (``"1h"``, a timedelta or
+    seconds) holds a job's dedupe key for the window of that length it was enqueued in,
+    whatever its status; ``unique_states`` (``["done", "failed"]``) also holds it in those
+    finished statuses; a job given no ``dedupe_key`` gets one from its payload, all of it
+    or the fields ``unique_by`` names. ``dedupe`` answers a duplicate.
+
     ``cron`` (``"0 3 * * *"``; 6 fields = seconds last) or ``interval`` (timedelta or
     seconds) also declares a schedule named after the job type, synced to the Schedule
     table when a worker starts: ``timezone`` (IANA name, default UTC) for the cron fields,
@@ -212,6 +224,9 @@ def job(
             "timeout": timeout,
             "backoff": backoff,
             "dedupe": dedupe,
+            "unique_for": unique_for,
+            "unique_states": unique_states,
+            "unique_by": unique_by,
             "atomic": atomic,
             "isolation": isolation,
             "memory_limit": memory_limit,

@@ -103,6 +103,9 @@ OPTIONS: dict[str, Option] = {
             "task",
             read_at=(("task", _task_dedupe_key),),
         ),
+        _option("unique_for", options.unique_for, "type", "call", "task"),
+        _option("unique_states", options.unique_states, "type", "call", "task"),
+        _option("unique_by", options.unique_by, "type", "call", "task"),
         _option("atomic", _flag, "type"),
         # the worker applies PQJOBS["ISOLATION"] when the type sets none
         _option("isolation", options.isolation, "type", "task"),
@@ -185,14 +188,18 @@ def check_rules(
         raise InvalidJobOption(f"{where}: rate_key needs rate='N/period'")
     if get("run_after") is not None and get("delay") is not None:
         raise InvalidJobOption(f"{where}: give run_after or delay, not both")
-    if get("dedupe_key") is not None:
+    keyed = [name for name in ("dedupe_key", *UNIQUENESS) if get(name) is not None]
+    if keyed:
         if get("depends_on"):
             raise InvalidJobOption(
-                f"{where}: a job with depends_on cannot have a dedupe_key "
-                "(a waiting job holds no key)"
+                f"{where}: a job with depends_on cannot have a dedupe_key or be unique "
+                f"({', '.join(keyed)}; a waiting job holds no key)"
             )
         if batch:
-            raise InvalidJobOption(f"{where}: a batch member cannot have a dedupe_key")
+            raise InvalidJobOption(
+                f"{where}: a batch member cannot have a dedupe_key or be unique "
+                f"({', '.join(keyed)})"
+            )
     if get("max_waiting") is not None:
         # max_waiting may hand back an existing job instead of a new one
         if many:
@@ -204,6 +211,11 @@ def check_rules(
             raise InvalidJobOption(
                 f"{where} declares max_waiting, which batches and depends_on cannot use"
             )
+
+
+# The options that make a job unique: given any, a job with no dedupe_key gets one derived
+# from its payload (unique_by, "payload" by default); see keys.payload_key.
+UNIQUENESS = ("unique_for", "unique_states", "unique_by")
 
 
 def declared_by(job_type: Any) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from django.views.decorators.http import require_POST
 from .. import flow, monitoring, operations
 from ..conf import conf
 from ..models import Job, JobAttempt, WorkerRecord
+from ..options import UNIQUE_STATE_BITS
 from ..printable import counted
 from ..serialization import from_json
 from ..tasks.payload import describe_call
@@ -128,6 +129,7 @@ class JobAdmin(GuardedListAdmin):
                     "priority",
                     "tries",
                     "dedupe_key",
+                    "key_held",
                     "links",
                 ]
             },
@@ -316,6 +318,20 @@ class JobAdmin(GuardedListAdmin):
     @admin.display(description="attempts")
     def tries(self, job: Job) -> str:
         return f"{job.attempts} / {job.max_attempts}"
+
+    @admin.display(description="key held")
+    def key_held(self, job: Job) -> SafeString | str:
+        """When the job holds its dedupe key: no other job of its type can have it then."""
+        if not job.dedupe_key:
+            return "-"
+        finished = [name for name, bit in UNIQUE_STATE_BITS.items() if job.unique_states & bit]
+        if len(finished) == len(UNIQUE_STATE_BITS):
+            held = "in every status"
+        else:
+            held = "while " + ", ".join(["ready", "blocked", "running", *finished])
+        if job.unique_until is None:
+            return held
+        return format_html("{}, until {} (unique_for)", held, display.moment(job.unique_until))
 
     @admin.display(description="when")
     def when(self, job: Job) -> SafeString | str:

@@ -6,8 +6,9 @@ search that matches nothing read the whole table (over a second on 1,000,000 row
 
 - a whole number matches the job id (primary key);
 - any term matches the job type exactly (``pqjobs_job_type_id``);
-- a dedupe key matches among ready and running jobs (the partial unique index
-  ``pqjobs_job_active_dedupe``; dedupe keys only bind active jobs anyway);
+- a dedupe key matches among ready, blocked and running jobs (the unique index
+  ``pqjobs_job_unique_key`` holds them; a unique job's key held after it finished is not
+  searched);
 - a worker id matches the jobs that worker is running now (``pqjobs_job_running``).
 
 A term is whatever an operator typed (or a URL holds): any length, any characters. It is

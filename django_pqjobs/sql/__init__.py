@@ -24,10 +24,20 @@ import re
 from importlib import resources
 from typing import Any
 
-__all__ = ["SCHEMA_FILES", "migration", "queries", "read", "render", "run", "tables_schema"]
+__all__ = [
+    "SCHEMA_FILES",
+    "held_by_key",
+    "migration",
+    "queries",
+    "read",
+    "render",
+    "run",
+    "tables_schema",
+]
 
 # In the order they are run: functions before the triggers that call them, privileges last.
 SCHEMA_FILES = (
+    "schema/uniqueness.sql",
     "schema/enqueue.sql",
     "schema/claim.sql",
     "schema/flow.sql",
@@ -92,3 +102,14 @@ def queries(module: str) -> dict[str, str]:
             raise ValueError(f"queries/{module}.sql names {name!r} twice")
         found[name] = body.strip() + "\n"
     return found
+
+
+def held_by_key() -> str:
+    """The predicate of the unique index of dedupe keys, as ``schema/uniqueness.sql`` has
+    it: a job holds its key while this is true of its row. Statements that rely on the
+    index (an ON CONFLICT target, a lookup of the job holding a key) repeat it word for
+    word, which is how PostgreSQL matches them to the index."""
+    found = re.search(r"^    WHERE (.+);$", read("schema/uniqueness.sql"), re.MULTILINE)
+    if found is None:
+        raise ValueError("schema/uniqueness.sql has no WHERE line")
+    return found.group(1)

@@ -114,18 +114,18 @@ class PQJobsBackend(_FrameworkBackend):
         argument does not round-trip through JSON, the family's InvalidTask for a queue not in
         ``QUEUES``, and ``DuplicateJob`` for a duplicate under ``dedupe="error"``.
         """
-        job, dedupe_key, clean_args, clean_kwargs = self._prepare(task, args, kwargs)
+        job, clean_args, clean_kwargs = self._prepare(task, args, kwargs)
         job_id = insert(job)
         family = self.family
-        if dedupe_key is None:
+        if job.dedupe_key is None:
             result = results.enqueued(family, task, job_id, clean_args, clean_kwargs, self.alias)
-        else:  # maybe an existing job: report its real state
+        else:  # maybe an existing job (a duplicate, or a unique task's): its real state
             result = self.get_result(str(job_id))
         if observed(family, family.task_enqueued, logging.DEBUG):
             send(family, family.task_enqueued, result, job.job_type)
         return result
 
-    def _prepare(self, task: Any, args: Any, kwargs: Any) -> tuple[PreparedJob, Any, Any, Any]:
+    def _prepare(self, task: Any, args: Any, kwargs: Any) -> tuple[PreparedJob, Any, Any]:
         """The task's job, validated (and its job type registered), not yet inserted."""
         family = self.family
         if self.queues and task.queue_name not in self.queues:
@@ -150,7 +150,7 @@ class PQJobsBackend(_FrameworkBackend):
             run_after=_aware(task.run_after),
             dedupe_key=dedupe_key,
         )
-        return job, dedupe_key, clean_args, clean_kwargs
+        return job, clean_args, clean_kwargs
 
     def prepare_call(self, task: Any, args: Any, kwargs: Any) -> PreparedJob:
         """The job a call of ``task`` would enqueue, not inserted (a batch's callback)."""

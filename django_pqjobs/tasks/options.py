@@ -41,6 +41,9 @@ class TaskOptions:
     memory_limit: int | None = None
     dedupe_key: DedupeKey | None = None
     dedupe: Dedupe | None = None
+    unique_for: float | None = None
+    unique_states: int | None = None
+    unique_by: str | tuple[str, ...] | None = None
 
     def given(self) -> dict[str, Any]:
         """The options set here."""
@@ -101,8 +104,10 @@ def task_options(**options: Any) -> Callable[[F], F]:
     Options: ``max_attempts``, ``timeout`` (seconds or timedelta), ``backoff`` (as
     ``@job(backoff=...)``), ``isolation`` (``"thread"`` / ``"process"``), ``memory_limit``
     (``"512M"``; needs process isolation), ``dedupe_key`` (a string, or a function called with
-    the task's arguments that returns the key or None) and ``dedupe`` (``"skip"``,
-    ``"replace"``, ``"error"``). On Django 6.1+ and with the backport the same keywords can be
+    the task's arguments that returns the key or None), ``dedupe`` (``"skip"``,
+    ``"replace"``, ``"error"``) and the unique-job options ``unique_for``,
+    ``unique_states`` and ``unique_by`` (as ``@job``'s: a task given no key gets one from its
+    arguments). On Django 6.1+ and with the backport the same keywords can be
     given to ``@task(...)`` itself, and win over these. Bad values raise
     :class:`~django_pqjobs.InvalidJobOption` at once.
     """

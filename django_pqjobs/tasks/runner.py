@@ -84,6 +84,9 @@ def ensure_registered(task: Any, family: Family, defaults: TaskOptions) -> JobTy
         timeout=options.timeout,
         backoff=options.backoff,
         dedupe=options.dedupe,
+        unique_for=options.unique_for,
+        unique_states=options.unique_states,
+        unique_by=options.unique_by,
         isolation=options.isolation,
         memory_limit=options.memory_limit,
         # the framework's task_finished, sent where the worker sends job_finished

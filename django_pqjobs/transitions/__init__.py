@@ -8,7 +8,7 @@
       │                 │    the attempt is given back, a bounded number of times in a row)
       ├──force_release──┤   (an operator's word: the attempt is given back, fenced)
       └──rescue─────────┘   (worker stopped heartbeating: ready, or failed if none left)
-    ready ──cancel──► cancelled        ready ──cancel_duplicate──► cancelled (dedupe replace)
+    ready ──cancel──► cancelled        ready ──cancel_duplicates──► cancelled (dedupe replace)
     ready ──claim (flow control holds it; hold_back: the claim asked for no job)──► blocked
     blocked ──promote_rate_blocked (new rate window) / resume──► ready
     blocked ──[db] a slot of its key given back──► ready           (sql/schema/flow.sql)
@@ -60,7 +60,6 @@ from .operator import (
     MadeDue,
     Requeued,
     cancel,
-    cancel_duplicate,
     cancel_duplicates,
     cancel_many,
     delete_unless_running,
@@ -84,7 +83,6 @@ __all__ = [
     "Requeued",
     "Rescued",
     "cancel",
-    "cancel_duplicate",
     "cancel_duplicates",
     "cancel_many",
     "claim",

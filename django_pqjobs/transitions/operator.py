@@ -16,7 +16,7 @@ from .cursors import cursor_of
 from .fence import Fence
 
 QUERIES = queries("operator")
-_DEDUPE_INDEX = "pqjobs_job_active_dedupe"
+_DEDUPE_INDEX = "pqjobs_job_unique_key"
 _KEY_RACE_TRIES = 3
 
 
@@ -57,20 +57,19 @@ def cancel(alias: str, job_id: int) -> str | None:
     return "cancel_requested" if result.cancel_requested else None
 
 
-def cancel_duplicate(cursor: Any, job_type: str, dedupe_key: str) -> list[int]:
-    """ready / blocked → cancelled for the job a newer one replaces (dedupe ``replace``).
+def cancel_duplicates(
+    cursor: Any, job_type: str, dedupe_keys: Sequence[str], unique_for: float | None = None
+) -> list[int]:
+    """ready / blocked → cancelled for the jobs newer ones replace (dedupe ``replace``):
+    those holding the keys in the window a job enqueued now falls in (``unique_for``
+    seconds; None: no window).
 
-    Takes the enqueuer's cursor: the cancel commits or rolls back with the new job. Returns
-    the ids cancelled.
+    Takes the enqueuer's cursor: the cancel commits or rolls back with the new jobs.
+    Returns the ids cancelled.
     """
-    return cancel_duplicates(cursor, job_type, [dedupe_key])
-
-
-def cancel_duplicates(cursor: Any, job_type: str, dedupe_keys: Sequence[str]) -> list[int]:
-    """:func:`cancel_duplicate` for many keys in one statement (``enqueue_many``)."""
     cursor.execute(
         QUERIES["cancel_duplicates"],
-        [job_type, list(dedupe_keys)],
+        {"type": job_type, "keys": list(dedupe_keys), "period": unique_for},
     )
     return [int(row[0]) for row in cursor.fetchall()]
 

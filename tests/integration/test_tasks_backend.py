@@ -397,7 +397,34 @@ def test_dedupe_key_option_skips_or_refuses_duplicates(tasks):
         strict.enqueue()
 
 
+def test_a_unique_task_is_one_job_per_arguments_and_window(tasks):
+    fw = family_of(tasks)
+    unique = fw.task(unique_for="1h")(unique_function)
+    first = unique.enqueue(order_id=1)
+    again = unique.enqueue(order_id=1)
+    assert again.id == first.id  # the existing job's result, in its real state
+    assert unique.enqueue(order_id=2).id != first.id
+    job = Job.objects.get(pk=int(first.id))
+    assert job.dedupe_key.startswith("payload#") and job.unique_states == 7
+    Job.objects.filter(pk=job.pk).update(status="done")
+    assert unique.enqueue(order_id=1).id == first.id  # whatever became of it, this hour
+    strict = fw.task(unique_by=["kwargs"], unique_states="done", dedupe="error")(
+        other_unique_function
+    )
+    strict.enqueue(n=1)
+    with pytest.raises(DuplicateJob):
+        strict.enqueue(n=1)
+
+
 def module_level_function(order_id: int = 0) -> None:
+    return None
+
+
+def unique_function(order_id: int = 0) -> None:
+    return None
+
+
+def other_unique_function(n: int = 0) -> None:
     return None
 
 

@@ -3,16 +3,19 @@
 -- name: requeue
 -- Attempt numbers go on (they fence a worker that may still be alive, and keep the history
 -- readable): the job gets as many new attempts as its bound was. The cap keeps the column
--- inside its 32 bits. A job whose dedupe_key another job of its type holds (ready, blocked
--- or running: the active dedupe index allows one) stays as it is, and of several retried
--- together with one key only the newest goes back.
+-- inside its 32 bits. A job whose dedupe_key another job of its type holds in its window
+-- (the unique index pqjobs_job_unique_key allows one; its predicate is repeated here) stays
+-- as it is, and of several retried together with one key only the newest goes back.
 WITH old AS (
-    SELECT id, status, job_type, dedupe_key FROM pqjobs_job
+    SELECT id, status, job_type, dedupe_key,
+           COALESCE(unique_until, 'infinity'::timestamptz) AS window_end FROM pqjobs_job
     WHERE id = ANY(%s) AND status IN ('failed', 'cancelled')
     ORDER BY id
     FOR UPDATE
 ), ranked AS (
-    SELECT old.*, row_number() OVER (PARTITION BY job_type, dedupe_key ORDER BY id DESC) AS nth
+    SELECT old.*,
+           row_number() OVER (PARTITION BY job_type, dedupe_key, window_end ORDER BY id DESC)
+               AS nth
     FROM old
 ), chosen AS (
     SELECT r.id, r.status FROM ranked r
@@ -20,7 +23,9 @@ WITH old AS (
        OR (r.nth = 1 AND NOT EXISTS (
             SELECT 1 FROM pqjobs_job d
             WHERE d.job_type = r.job_type AND d.dedupe_key = r.dedupe_key
-              AND d.status IN ('ready', 'blocked', 'running')))
+              AND COALESCE(d.unique_until, 'infinity'::timestamptz) = r.window_end
+              AND d.id <> r.id
+              AND dedupe_key IS NOT NULL AND (status IN ('ready', 'blocked', 'running') OR (unique_states & CASE status WHEN 'done' THEN 1 WHEN 'failed' THEN 2 WHEN 'cancelled' THEN 4 ELSE 0 END) <> 0)))
 )
 UPDATE pqjobs_job AS j
 SET status = 'ready', retried_from = j.attempts,
@@ -117,9 +122,17 @@ WHERE id = ANY(%s) AND status = 'running' AND cancel_requested_at IS NULL
 RETURNING id
 
 -- name: cancel_duplicates
+-- In the window a job enqueued now would hold its key in (unique_for: %(period)s seconds;
+-- NULL: no window), as pqjobs_enqueue() computes it. A job replaced lets go of its key,
+-- even if its unique_states would hold it while cancelled.
 UPDATE pqjobs_job SET status = 'cancelled', finished_at = now(), updated_at = now(),
-    last_error = 'replaced by a newer job with the same dedupe_key'
-WHERE job_type = %s AND dedupe_key = ANY(%s) AND status IN ('ready', 'blocked')
+    last_error = 'replaced by a newer job with the same dedupe_key',
+    unique_states = unique_states & ~4
+WHERE job_type = %(type)s AND dedupe_key = ANY(%(keys)s) AND status IN ('ready', 'blocked')
+  AND COALESCE(unique_until, 'infinity'::timestamptz) = COALESCE(
+      to_timestamp((floor(extract(epoch FROM now())::double precision
+                          / %(period)s::double precision) + 1) * %(period)s::double precision),
+      'infinity'::timestamptz)
 RETURNING id
 
 -- name: any_dependencies

@@ -66,6 +66,8 @@ CREATE OR REPLACE FUNCTION :"schema".pqjobs_claim(
     on_dependency_failure varchar,
     has_dependents boolean,
     waited_on boolean,
+    unique_until double precision,
+    unique_states smallint,
     row_tid text,
     blocked_count bigint
 )
@@ -216,7 +218,7 @@ BEGIN
                extract(epoch FROM started_at)::float8, concurrency_key, concurrency_limit,
                rate_key, rate_limit, rate_period, trace_context::text, retried_from, batch_id,
                callback_of_id, waiting_for, on_dependency_failure, has_dependents, waited_on,
-               row_tid::text, held.n
+               extract(epoch FROM unique_until)::float8, unique_states, row_tid::text, held.n
         FROM (SELECT count(*) AS n FROM held) AS held LEFT JOIN claimed ON true
         ORDER BY priority DESC, run_after, id$full$
             USING p_worker, p_limit, picked;
@@ -249,7 +251,7 @@ BEGIN
                extract(epoch FROM started_at)::float8, concurrency_key, concurrency_limit,
                rate_key, rate_limit, rate_period, trace_context::text, retried_from, batch_id,
                callback_of_id, waiting_for, on_dependency_failure, has_dependents, waited_on,
-               row_tid::text, 0::bigint
+               extract(epoch FROM unique_until)::float8, unique_states, row_tid::text, 0::bigint
         FROM claimed
         ORDER BY priority DESC, run_after, id;
 END

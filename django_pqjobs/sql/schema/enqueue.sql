@@ -4,6 +4,12 @@
 -- keeps its plan for the server session. It runs with the caller's rights (SECURITY
 -- INVOKER): a role needs INSERT on pqjobs_job and EXECUTE on it. It refuses the arguments
 -- specification.py refuses (since migration 0017).
+--
+-- A job with a dedupe_key holds it (the unique index pqjobs_job_unique_key, uniqueness.sql)
+-- while ready, blocked or running, and also while done, failed or cancelled as its
+-- unique_states say (1, 2, 4); with p_unique_for its key is held for the window of that
+-- many seconds it was enqueued in (windows start at multiples of the period since
+-- 1970-01-01 UTC; unique_until is the window's end). A duplicate returns NULL.
 
 -- Whether some worker LISTENs now (pqjobs_worker.listening). A NOTIFY costs the notifying
 -- transaction a database-wide lock through its commit, so enqueues send one only while a
@@ -36,7 +42,9 @@ CREATE OR REPLACE FUNCTION :"schema".pqjobs_enqueue(
     p_concurrency_limit integer DEFAULT NULL,
     p_rate_key text DEFAULT NULL,
     p_rate_limit integer DEFAULT NULL,
-    p_rate_period double precision DEFAULT NULL
+    p_rate_period double precision DEFAULT NULL,
+    p_unique_for double precision DEFAULT NULL,
+    p_unique_states smallint DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -89,6 +97,17 @@ BEGIN
         RAISE EXCEPTION 'pqjobs_enqueue: dedupe_key must be NULL or non-empty text'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF NOT (p_unique_for > 0 AND p_unique_for <= max_seconds)
+       OR NOT (p_unique_states BETWEEN 0 AND 7) THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: unique_for must be more than 0 seconds, at most 100 '
+            'years, and unique_states a mask from 0 to 7 (1 done, 2 failed, 4 cancelled), '
+            'got % and %', p_unique_for, p_unique_states
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_dedupe_key IS NULL AND (p_unique_for IS NOT NULL OR p_unique_states <> 0) THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: unique_for and unique_states need a dedupe_key'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF (p_concurrency_key IS NULL) <> (p_concurrency_limit IS NULL)
        OR p_concurrency_limit < 1 OR p_concurrency_key = '' OR p_concurrency_key ~ control THEN
         RAISE EXCEPTION 'pqjobs_enqueue: concurrency_key needs a limit (both or neither; the '
@@ -128,16 +147,19 @@ BEGIN
             job_type, queue, payload, status, priority, attempts, max_attempts, run_after,
             timeout_seconds, dedupe_key, parent_id, schedule_id, last_error, error_type,
             trace_context, created_at, updated_at, concurrency_key, concurrency_limit,
-            rate_key, rate_limit, rate_period
+            rate_key, rate_limit, rate_period, unique_until, unique_states
         ) VALUES (
             p_job_type, p_queue, p_payload, 'ready', p_priority, 0, p_max_attempts,
             COALESCE(p_run_at, now()) + make_interval(secs => p_delay_seconds),
             p_timeout_seconds, p_dedupe_key, p_parent_id, p_schedule_id, '', '',
             p_trace_context, now(), now(), p_concurrency_key, p_concurrency_limit,
-            p_rate_key, p_rate_limit, p_rate_period
+            p_rate_key, p_rate_limit, p_rate_period,
+            to_timestamp((floor(extract(epoch FROM now())::double precision / p_unique_for) + 1)
+                         * p_unique_for),
+            COALESCE(p_unique_states, 0)
         )
-        ON CONFLICT (job_type, dedupe_key)
-            WHERE dedupe_key IS NOT NULL AND status IN ('ready', 'blocked', 'running')
+        ON CONFLICT (job_type, dedupe_key, (COALESCE(unique_until, 'infinity'::timestamptz)))
+            WHERE dedupe_key IS NOT NULL AND (status IN ('ready', 'blocked', 'running') OR (unique_states & CASE status WHEN 'done' THEN 1 WHEN 'failed' THEN 2 WHEN 'cancelled' THEN 4 ELSE 0 END) <> 0)
             DO NOTHING
         RETURNING id INTO new_id;
     END IF;

@@ -16,7 +16,8 @@
 
 REVOKE ALL ON FUNCTION :"schema".pqjobs_enqueue(
     text, text, jsonb, integer, integer, timestamptz, double precision, double precision,
-    text, bigint, bigint, text, jsonb, text, integer, text, integer, double precision
+    text, bigint, bigint, text, jsonb, text, integer, text, integer, double precision,
+    double precision, smallint
 ) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_anyone_listens() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_claim(text, integer, text[], integer, integer) FROM PUBLIC;
