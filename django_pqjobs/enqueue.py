@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 _DEDUPE_RETRIES = 20
+DEBOUNCE_KEY = "debounce"  # the key of a debounced job given none and no unique_by
 ALL_FINISHED = sum(UNIQUE_STATE_BITS.values())
 
 
@@ -50,6 +51,8 @@ class JobOptions(TypedDict, total=False):
     unique_for: Duration | None
     unique_states: Iterable[str] | str | None
     unique_by: str | Sequence[str] | None
+    debounce: Duration | None
+    debounce_max: Duration | None
     concurrency_key: str | None
     on_dependency_failure: DependencyPolicy | None
 
@@ -94,6 +97,8 @@ class PreparedJob:
     unique_for: float | None = None  # seconds: the key is held for that window
     unique_states: int = 0  # the finished statuses that hold the key (options.UNIQUE_STATE_BITS)
     unique_by: str | tuple[str, ...] | None = None  # a unique job's key comes from this
+    debounce: float | None = None  # seconds a duplicate pushes the pending job back
+    debounce_max: float | None = None  # ... but never past this long after it was enqueued
     parent_id: int | None = None
     schedule_id: int | None = None
     flow: Flow = NO_FLOW
@@ -182,12 +187,15 @@ def prepare(
     key = chosen.get("dedupe_key")
     unique = [value(name) for name in specification.UNIQUENESS]
     unique_for, unique_states, unique_by = unique
-    if any(v is not None for v in unique):
-        unique_by = unique_by or "payload"
+    debounce, debounce_max = value("debounce"), value("debounce_max")
+    if any(v is not None for v in unique) or debounce is not None:
+        if unique_by is None and debounce is None:
+            unique_by = "payload"
         if unique_for is not None and unique_states is None:
             unique_states = ALL_FINISHED  # one job per window, whatever its status
         if key is None:
-            key = payload_key(payload_json, unique_by, where)
+            # a debounced type keeps one pending job (the payload changes: it is the latest)
+            key = DEBOUNCE_KEY if unique_by is None else payload_key(payload_json, unique_by, where)
     return PreparedJob(
         job_type=job_type,
         payload_json=payload_json,
@@ -196,12 +204,14 @@ def prepare(
         max_attempts=value("max_attempts"),
         timeout=value("timeout"),
         run_at=chosen.get("run_after"),
-        delay=chosen.get("delay", 0.0),
+        delay=chosen.get("delay", debounce or 0.0),
         dedupe_key=key,
         dedupe=value("dedupe"),
         unique_for=unique_for if key is not None else None,
         unique_states=(unique_states or 0) if key is not None else 0,
         unique_by=unique_by,
+        debounce=debounce,
+        debounce_max=debounce_max,
         parent_id=parent_id,
         schedule_id=schedule_id,
         flow=flow_of(job_type, known, queue, payload, chosen.get("concurrency_key")),
@@ -428,6 +438,8 @@ def enqueue_job(
     unique_for: Duration | None = None,
     unique_states: Iterable[str] | str | None = None,
     unique_by: str | Sequence[str] | None = None,
+    debounce: Duration | None = None,
+    debounce_max: Duration | None = None,
     concurrency_key: str | None = None,
     depends_on: Sequence[int] | None = None,
     on_dependency_failure: DependencyPolicy | None = None,
@@ -450,6 +462,10 @@ def enqueue_job(
       ``"cancelled"``, or a list): also held in those finished statuses. Given either (or
       ``unique_by``) and no ``dedupe_key``, the key is a digest of the payload, or of the
       payload fields ``unique_by`` names. Default: the job type's.
+    - ``debounce`` (``"30s"``): one pending job per key (the job type's own, unless
+      ``unique_by`` or ``dedupe_key`` say): a duplicate gives it its payload and makes it due
+      ``debounce`` from now, never later than ``debounce_max`` after it was enqueued; one
+      that meets the job running is enqueued to run after it.
     - ``concurrency_key``: the key of this job's concurrency limit, instead of the one its
       type derives from the payload (the type must declare ``concurrency=N``).
     - ``depends_on``: ids of jobs this one waits for (status ``waiting``); it becomes
@@ -477,6 +493,8 @@ def enqueue_job(
         unique_for=unique_for,
         unique_states=unique_states,
         unique_by=unique_by,
+        debounce=debounce,
+        debounce_max=debounce_max,
         concurrency_key=concurrency_key,
         depends_on=depends_on,
         on_dependency_failure=on_dependency_failure,
@@ -635,6 +653,7 @@ def enqueue_many(
             "dedupe_key": next((key for key in keys if key is not None), None),
             "concurrency": template.flow.concurrency_limit,
             "max_waiting": template.flow.max_waiting,
+            "debounce": template.debounce,
         },
         f"job type {job_type!r}",
         batch=open_batch is not None,
@@ -768,6 +787,8 @@ def _answer_duplicates(cursor: Any, job: PreparedJob, keys: list[str]) -> dict[s
         {"type": job.job_type, "keys": sorted(set(keys)), "period": job.unique_for},
     )
     active = {key: (int(job_id), status) for key, job_id, status in cursor.fetchall()}
+    if job.debounce is not None:
+        return _debounced(cursor, job, active)
     if job.dedupe == "error" and active:
         found = {key: active[key][0] for key in keys if key in active}
         key, existing_id = next(iter(found.items()))
@@ -778,6 +799,27 @@ def _answer_duplicates(cursor: Any, job: PreparedJob, keys: list[str]) -> dict[s
         for key, (job_id, status) in active.items()
         if not (replacing and status in ("ready", "blocked"))
     }
+
+
+def _debounced(
+    cursor: Any, job: PreparedJob, holders: dict[str, tuple[int, str]]
+) -> dict[str, int]:
+    """A debounced duplicate: a pending holder (ready, blocked) takes the new payload and is
+    pushed back by ``debounce`` (never past ``debounce_max`` after it was enqueued); a
+    running one lets go of its key, so the new job is inserted to run after it; a finished
+    one that still holds the key (``unique_states``) answers as under ``skip``."""
+    kept: dict[str, int] = {}
+    debounce = job.debounce
+    assert debounce is not None
+    for key, (job_id, status) in holders.items():
+        if status in ("ready", "blocked"):
+            if transitions.push_back(cursor, job_id, job.payload_json, debounce, job.debounce_max):
+                kept[key] = job_id
+        elif status == "running":
+            transitions.let_go_of_key(cursor, job_id)
+        else:
+            kept[key] = job_id
+    return kept
 
 
 def _resolved(ids: list[int | None]) -> list[int]:

@@ -196,7 +196,7 @@ UNIQUE_BY_MAX_FIELDS = 20
 
 def unique_for(value: object, what: str = "unique_for") -> float:
     """The window a dedupe key is held for (a number of seconds, a ``timedelta`` or
-    ``"1h"``), more than zero."""
+    ``"1h"``), more than zero. (Also ``debounce`` and ``debounce_max``.)"""
     if isinstance(value, str):
         try:
             value = parse_duration(value)

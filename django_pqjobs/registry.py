@@ -44,6 +44,8 @@ class JobType:
     unique_for: float | None = None
     unique_states: int | None = None  # mask, options.UNIQUE_STATE_BITS
     unique_by: str | tuple[str, ...] | None = None
+    debounce: float | None = None
+    debounce_max: float | None = None
     atomic: bool = False
     isolation: Isolation | None = None
     memory_limit: int | None = None
@@ -153,6 +155,8 @@ def job(
     unique_for: Duration | None = None,
     unique_states: Iterable[str] | str | None = None,
     unique_by: str | Sequence[str] | None = None,
+    debounce: Duration | None = None,
+    debounce_max: Duration | None = None,
     atomic: bool = False,
     isolation: Isolation | None = None,
     memory_limit: int | str | None = None,
@@ -196,7 +200,10 @@ def job(
     seconds) holds a job's dedupe key for the window of that length it was enqueued in,
     whatever its status; ``unique_states`` (``["done", "failed"]``) also holds it in those
     finished statuses; a job given no ``dedupe_key`` gets one from its payload, all of it
-    or the fields ``unique_by`` names. ``dedupe`` answers a duplicate.
+    or the fields ``unique_by`` names. ``dedupe`` answers a duplicate. ``debounce="30s"``
+    keeps one pending job per key (the job type, or ``unique_by``'s fields): each duplicate
+    gives it its payload and pushes it back 30 s, never past ``debounce_max`` after it was
+    first enqueued; one arriving while it runs is enqueued to run after it.
 
     ``cron`` (``"0 3 * * *"``; 6 fields = seconds last) or ``interval`` (timedelta or
     seconds) also declares a schedule named after the job type, synced to the Schedule
@@ -227,6 +234,8 @@ def job(
             "unique_for": unique_for,
             "unique_states": unique_states,
             "unique_by": unique_by,
+            "debounce": debounce,
+            "debounce_max": debounce_max,
             "atomic": atomic,
             "isolation": isolation,
             "memory_limit": memory_limit,

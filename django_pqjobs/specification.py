@@ -106,6 +106,8 @@ OPTIONS: dict[str, Option] = {
         _option("unique_for", options.unique_for, "type", "call", "task"),
         _option("unique_states", options.unique_states, "type", "call", "task"),
         _option("unique_by", options.unique_by, "type", "call", "task"),
+        _option("debounce", options.unique_for, "type", "call", "task"),
+        _option("debounce_max", options.unique_for, "type", "call", "task"),
         _option("atomic", _flag, "type"),
         # the worker applies PQJOBS["ISOLATION"] when the type sets none
         _option("isolation", options.isolation, "type", "task"),
@@ -188,7 +190,7 @@ def check_rules(
         raise InvalidJobOption(f"{where}: rate_key needs rate='N/period'")
     if get("run_after") is not None and get("delay") is not None:
         raise InvalidJobOption(f"{where}: give run_after or delay, not both")
-    keyed = [name for name in ("dedupe_key", *UNIQUENESS) if get(name) is not None]
+    keyed = [name for name in ("dedupe_key", *UNIQUENESS, "debounce") if get(name) is not None]
     if keyed:
         if get("depends_on"):
             raise InvalidJobOption(
@@ -199,6 +201,29 @@ def check_rules(
             raise InvalidJobOption(
                 f"{where}: a batch member cannot have a dedupe_key or be unique "
                 f"({', '.join(keyed)})"
+            )
+    cap, debounce = get("debounce_max"), get("debounce")
+    if cap is not None and (debounce is None or cap < debounce):
+        raise InvalidJobOption(
+            f"{where}: debounce_max needs a debounce no longer than it (the wait a duplicate "
+            "adds; debounce_max caps the wait since the job was enqueued)"
+        )
+    if get("debounce") is not None:
+        for clash in ("run_after", "delay"):
+            if get(clash) is not None:
+                raise InvalidJobOption(
+                    f"{where}: give debounce or {clash}, not both (a debounced job is due "
+                    "debounce seconds after its last duplicate)"
+                )
+        if get("dedupe") not in (None, "skip"):
+            raise InvalidJobOption(
+                f"{where}: debounce answers a duplicate itself; dedupe={get('dedupe')!r} "
+                "cannot go with it"
+            )
+        if many:
+            raise InvalidJobOption(
+                f"{where} declares debounce, which enqueue_many cannot apply (each duplicate "
+                "pushes one pending job back); use enqueue_job"
             )
     if get("max_waiting") is not None:
         # max_waiting may hand back an existing job instead of a new one

@@ -44,6 +44,8 @@ class TaskOptions:
     unique_for: float | None = None
     unique_states: int | None = None
     unique_by: str | tuple[str, ...] | None = None
+    debounce: float | None = None
+    debounce_max: float | None = None
 
     def given(self) -> dict[str, Any]:
         """The options set here."""
@@ -106,9 +108,9 @@ def task_options(**options: Any) -> Callable[[F], F]:
     (``"512M"``; needs process isolation), ``dedupe_key`` (a string, or a function called with
     the task's arguments that returns the key or None), ``dedupe`` (``"skip"``,
     ``"replace"``, ``"error"``) and the unique-job options ``unique_for``,
-    ``unique_states`` and ``unique_by`` (as ``@job``'s: a task given no key gets one from its
-    arguments). On Django 6.1+ and with the backport the same keywords can be
-    given to ``@task(...)`` itself, and win over these. Bad values raise
+    ``unique_states``, ``unique_by``, ``debounce`` and ``debounce_max`` (as ``@job``'s: a
+    task given no key gets one from its arguments). On Django 6.1+ and with the backport the
+    same keywords can be given to ``@task(...)`` itself, and win over these. Bad values raise
     :class:`~django_pqjobs.InvalidJobOption` at once.
     """
     declared = parse_options(options, "@task_options(...)")

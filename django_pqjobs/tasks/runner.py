@@ -87,6 +87,8 @@ def ensure_registered(task: Any, family: Family, defaults: TaskOptions) -> JobTy
         unique_for=options.unique_for,
         unique_states=options.unique_states,
         unique_by=options.unique_by,
+        debounce=options.debounce,
+        debounce_max=options.debounce_max,
         isolation=options.isolation,
         memory_limit=options.memory_limit,
         # the framework's task_finished, sent where the worker sends job_finished

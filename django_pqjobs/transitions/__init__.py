@@ -9,6 +9,8 @@
       ├──force_release──┤   (an operator's word: the attempt is given back, fenced)
       └──rescue─────────┘   (worker stopped heartbeating: ready, or failed if none left)
     ready ──cancel──► cancelled        ready ──cancel_duplicates──► cancelled (dedupe replace)
+    ready ──push_back──► ready (debounce: newest payload, due later)
+    running ──let_go_of_key──► running (debounce: the next job takes the key)
     ready ──claim (flow control holds it; hold_back: the claim asked for no job)──► blocked
     blocked ──promote_rate_blocked (new rate window) / resume──► ready
     blocked ──[db] a slot of its key given back──► ready           (sql/schema/flow.sql)
@@ -64,6 +66,8 @@ from .operator import (
     cancel_many,
     delete_unless_running,
     force_release,
+    let_go_of_key,
+    push_back,
     requeue,
     requeue_many,
     run_now_many,
@@ -92,10 +96,12 @@ __all__ = [
     "end_attempt",
     "force_release",
     "hold_back",
+    "let_go_of_key",
     "make_wait",
     "mark_started",
     "pause",
     "promote_rate_blocked",
+    "push_back",
     "release",
     "release_unpaused",
     "requeue",

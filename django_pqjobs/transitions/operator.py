@@ -74,6 +74,25 @@ def cancel_duplicates(
     return [int(row[0]) for row in cursor.fetchall()]
 
 
+def push_back(
+    cursor: Any, job_id: int, payload_json: str, debounce: float, cap: float | None
+) -> bool:
+    """ready / blocked, stays so: a debounced duplicate's payload, and due ``debounce``
+    seconds from now (at most ``cap`` seconds after the job was enqueued). False if the job
+    was no longer pending."""
+    cursor.execute(
+        QUERIES["push_back"],
+        {"id": job_id, "payload": payload_json, "debounce": debounce, "cap": cap},
+    )
+    return cursor.fetchone() is not None
+
+
+def let_go_of_key(cursor: Any, job_id: int) -> None:
+    """running, stays so, without its dedupe key: a debounced duplicate takes the key (a
+    job to run after this one)."""
+    cursor.execute(QUERIES["let_go_of_key"], [job_id])
+
+
 @dataclass(frozen=True, order=True)
 class Requeued:
     """A job Retry put back to ``ready``."""

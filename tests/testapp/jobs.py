@@ -22,6 +22,12 @@ def noop(ctx: JobContext) -> None:
     return None
 
 
+@job("tests.debounced", debounce=0.4, debounce_max=1.2)
+def debounced(ctx: JobContext) -> dict:
+    """A type that declares debounce: its payload, as it was when it ran."""
+    return {"echo": ctx.job.payload}
+
+
 @job("tests.started_at")
 def started_at(ctx: JobContext) -> float:
     """Returns when its handler started (epoch seconds): the latency benchmark's probe."""

@@ -135,5 +135,21 @@ WHERE job_type = %(type)s AND dedupe_key = ANY(%(keys)s) AND status IN ('ready',
       'infinity'::timestamptz)
 RETURNING id
 
+-- name: push_back
+-- A debounced duplicate: the pending job takes the newest payload and is due again later,
+-- never later than the cap after it was first enqueued (NULL: no cap). A job claimed
+-- meanwhile is left alone (the enqueuer then sees it running).
+UPDATE pqjobs_job SET payload = %(payload)s::jsonb, updated_at = now(),
+    run_after = LEAST(now() + make_interval(secs => %(debounce)s),
+                      created_at + make_interval(secs => %(cap)s))
+WHERE id = %(id)s AND status IN ('ready', 'blocked')
+RETURNING id
+
+-- name: let_go_of_key
+-- A debounced duplicate met its job running: the running job keeps running without its
+-- key, and the new one (the newest payload) holds it, to run after.
+UPDATE pqjobs_job SET dedupe_key = NULL, updated_at = now()
+WHERE id = %s AND status = 'running'
+
 -- name: any_dependencies
 SELECT 1 FROM pqjobs_dependency WHERE job_id = ANY(%s) LIMIT 1
