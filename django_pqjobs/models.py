@@ -564,6 +564,31 @@ class Pause(models.Model):
         return f"{self.kind} {self.name}"
 
 
+class ConcurrencySetting(models.Model):
+    """How many jobs at once the running workers of ``name`` run: a worker group (the
+    processes ``NAME-1`` ... of ``run_jobs --processes N --worker-id NAME``), one worker id,
+    or ``"*"`` for every worker. Read by the workers every few seconds (``capacity.py``)."""
+
+    name = models.CharField(max_length=NAME_MAX_LENGTH, primary_key=True)
+    concurrency = models.PositiveIntegerField()
+    set_at = Timestamp(db_default=Now())
+    set_by = models.CharField(max_length=150, blank=True, default="", db_default="")
+
+    class Meta:
+        db_table = "pqjobs_concurrency"
+        ordering = ["name"]
+        verbose_name = "worker concurrency"
+        verbose_name_plural = "worker concurrency"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(concurrency__gte=1), name="pqjobs_concurrency_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.concurrency}"
+
+
 class OverlapPolicy(models.TextChoices):
     SKIP = "skip", "Skip a run while the previous one is ready or running"
     ALLOW = "allow", "Allow overlapping runs"

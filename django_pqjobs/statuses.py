@@ -81,6 +81,7 @@ class AuditAction(models.TextChoices):
     SCHEDULE_ENABLE = "schedule_enable", "Enable schedule"
     SCHEDULE_DISABLE = "schedule_disable", "Disable schedule"
     SCHEDULE_RUN_NOW = "schedule_run_now", "Run schedule now"
+    CONCURRENCY = "concurrency", "Set worker concurrency"
 
 
 # After failure: where an attempt that did not succeed sends its job (a verdict's ``then``).

@@ -12,11 +12,12 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from types import FrameType
 
 from django.db import DatabaseError, connections
 
-from .. import endings, options, transitions
+from .. import capacity, endings, options, transitions
 from ..conf import conf
 from ..context import JobContext
 from ..durations import in_words
@@ -63,7 +64,9 @@ def default_worker_id() -> str:
 
 
 class Worker:
-    """Runs jobs with ``concurrency`` executor threads, each with its own DB connection.
+    """Runs ``concurrency`` jobs at once on executor threads, each with its own DB
+    connection. ``max_concurrency`` (default: ``concurrency``) threads are started: an
+    operator's live setting (``capacity.py``) moves the concurrency between 1 and that.
 
     Beside them: a completer (records every verdict), a listener (LISTEN/NOTIFY), a
     maintenance thread (heartbeats, rescue, pruning, schedules) and a watchdog (timeouts).
@@ -79,6 +82,7 @@ class Worker:
         self,
         *,
         concurrency: int | None = None,
+        max_concurrency: int | None = None,
         queues: Sequence[str] | None = None,
         min_priority: int | str | None = None,
         worker_id: str | None = None,
@@ -100,6 +104,13 @@ class Worker:
         self.concurrency = concurrency if concurrency is not None else conf.CONCURRENCY
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
+        self.started_concurrency = self.concurrency
+        self.max_concurrency = max_concurrency if max_concurrency is not None else self.concurrency
+        if not self.concurrency <= self.max_concurrency <= capacity.CONCURRENCY_MAX:
+            raise ValueError(
+                f"max_concurrency must be from concurrency ({self.concurrency}) to "
+                f"{capacity.CONCURRENCY_MAX}, got {self.max_concurrency}"
+            )
         self.queues = [options.queue_name(q, "queue") for q in queues] if queues else conf.QUEUES
         self.min_priority = (
             None if min_priority is None else options.priority(min_priority, "min_priority")
@@ -514,6 +525,29 @@ class Worker:
         if not self._capacity.is_set():  # set() takes a lock and notifies
             self._capacity.set()
 
+    def set_concurrency(self, wanted: int | None) -> None:
+        """Run ``wanted`` jobs at once from now on (None: the concurrency it was started
+        with), within 1 and ``max_concurrency``. Jobs running beyond a lowered concurrency
+        finish; the claims wait until fewer run."""
+        value = self.started_concurrency if wanted is None else wanted
+        value = max(1, min(value, self.max_concurrency))
+        if value == self.concurrency:
+            return
+        logger.info(
+            "worker %s: concurrency %s -> %s%s",
+            self.worker_id,
+            self.concurrency,
+            value,
+            ""
+            if wanted is None or wanted == value
+            else f" (asked {wanted}, bounds 1-{self.max_concurrency})",
+        )
+        self.concurrency = value
+        self.identity = replace(self.identity, concurrency=value)
+        if self.maintenance is not None:
+            self.maintenance.identity = self.identity
+        self._free_capacity()
+
     def _keep_recording(self) -> bool:
         """Whether the recorder keeps retrying through a database outage: always while the
         worker runs; at shutdown, until the grace period is over."""
@@ -528,7 +562,7 @@ class Worker:
 
     def _start_threads(self) -> None:
         self.completer.start()
-        for _ in range(self.concurrency):
+        for _ in range(self.max_concurrency):  # the live concurrency may use each of them
             self._start_executor()
         try:
             # The worker's row first: its listener says in it that it listens.
@@ -580,6 +614,7 @@ class Worker:
             loop_age=lambda: time.monotonic() - self._loop_tick,
             running=lambda: len(self.in_flight),
             on_peers=self._set_peers,
+            on_concurrency=self.set_concurrency,
         )
         self.reporter.start()
 
@@ -604,7 +639,9 @@ class Worker:
         for _ in self._executors:
             self._work.put(_STOP)
         self.completer.stop()
-        self.completer.join(timeout=10)
+        # The recorder retries through an outage until _give_up_at: the counts of the last
+        # verdicts are added when they are written, before the final report below.
+        self.completer.join(timeout=max(10.0, self._give_up_at - time.monotonic()))
         services = (self.listener, self.maintenance, self.watchdog, self.reporter)
         for service in services:
             if service is not None:

@@ -322,7 +322,10 @@ def test_every_admin_page_stays_fast_on_a_million_jobs(base, admin_client, capsy
             assert b"stopped this list after 0.5 s" in response.content
         else:
             assert response.status_code == EXPECTED_STATUS.get(name, 200), name
-            assert len(captured.captured_queries) == EXPECTED_QUERIES[name], (
+            # A count stopped by the statement timeout (the machine busy) falls back to the
+            # estimate: one statement more, the rollback to its savepoint.
+            stopped = any("ROLLBACK TO SAVEPOINT" in q["sql"] for q in captured.captured_queries)
+            assert len(captured.captured_queries) == EXPECTED_QUERIES[name] + stopped, (
                 name,
                 [q["sql"][:120] for q in captured.captured_queries],
             )

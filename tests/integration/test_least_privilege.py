@@ -38,7 +38,14 @@ from django_pqjobs import (
     retry_job,
 )
 from django_pqjobs.clock import database_now
-from django_pqjobs.models import Job, JobAttempt, OperatorAction, Schedule, WorkerRecord
+from django_pqjobs.models import (
+    ConcurrencySetting,
+    Job,
+    JobAttempt,
+    OperatorAction,
+    Schedule,
+    WorkerRecord,
+)
 from django_pqjobs.worker.claiming import claim_jobs
 from tests.helpers import ROOT, documented_sql, run_jobs, wait_for, wait_status
 
@@ -352,6 +359,9 @@ def test_operator_commands_run_with_the_admin_grants(roles):
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert Job.objects.filter(schedule_id=schedule.pk).count() == 1
     assert OperatorAction.objects.get(schedule_id=schedule.pk).actor == "alice"
+    done = manage(["set_concurrency", "3", "--workers", "web", "--by", "alice"], as_admin)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert ConcurrencySetting.objects.get(pk="web").concurrency == 3
 
 
 INTERNAL_FUNCTIONS = (
@@ -376,6 +386,7 @@ MAY_NOT = {
         "UPDATE pqjobs_schedule SET enabled = false",
         "SELECT * FROM pqjobs_audit",
         "INSERT INTO pqjobs_pause (kind, name) VALUES ('queue', 'q')",
+        "INSERT INTO pqjobs_concurrency (name, concurrency) VALUES ('*', 1)",
         "SELECT pqjobs_claim('w', 1)",
         *INTERNAL_FUNCTIONS,
     ),
@@ -383,6 +394,8 @@ MAY_NOT = {
         "DELETE FROM pqjobs_schedule",
         "INSERT INTO pqjobs_pause (kind, name) VALUES ('queue', 'q')",
         "DELETE FROM pqjobs_pause",
+        "INSERT INTO pqjobs_concurrency (name, concurrency) VALUES ('*', 1)",
+        "UPDATE pqjobs_concurrency SET concurrency = 1",
         "INSERT INTO pqjobs_audit (actor, action, target, detail) "
         "VALUES ('alice', 'retry', '', '')",
         "UPDATE pqjobs_audit SET actor = 'mallory'",

@@ -14,6 +14,7 @@ from django.db import DatabaseError
 
 from ... import monitoring, schema
 from ... import options as job_options
+from ...capacity import CONCURRENCY_MAX
 from ...conf import conf
 from ...durations import in_words
 from ...errors import DatabaseNotReady, InvalidJobOption
@@ -38,6 +39,15 @@ class Command(PQJobsCommand):
             type=positive_int,
             default=None,
             help="executor threads (default: PQJOBS['CONCURRENCY'] or WORKER_CONCURRENCY, else 1)",
+        )
+        parser.add_argument(
+            "--max-concurrency",
+            type=positive_int,
+            default=None,
+            metavar="M",
+            help="executor threads started, the most an operator's live setting "
+            "(set_concurrency, the admin) may raise the concurrency to (default: "
+            "--concurrency; per process)",
         )
         parser.add_argument(
             "--processes",
@@ -100,6 +110,7 @@ class Command(PQJobsCommand):
         worker_id = options["worker_id"]
         if worker_id is not None and (not worker_id.strip() or len(worker_id) > 200):
             raise CommandError("--worker-id must be 1-200 characters")
+        _check_max_concurrency(options)
         _require_ready(alias)
         _configure_logging(options["verbosity"])
         self._say_what_it_runs()
@@ -135,6 +146,7 @@ class Command(PQJobsCommand):
 
         worker = Worker(
             concurrency=options["concurrency"],
+            max_concurrency=options["max_concurrency"],
             queues=options["queues"],
             min_priority=options["min_priority"],
             worker_id=worker_id,
@@ -284,3 +296,15 @@ def _configure_logging(verbosity: int) -> None:
     log.setLevel(
         logging.DEBUG if verbosity >= 3 else logging.INFO if verbosity >= 1 else logging.WARNING
     )
+
+
+def _check_max_concurrency(options: dict[str, Any]) -> None:
+    most = options["max_concurrency"]
+    if most is None:
+        return
+    start = options["concurrency"] if options["concurrency"] is not None else conf.CONCURRENCY
+    if not start <= most <= CONCURRENCY_MAX:
+        raise CommandError(
+            f"--max-concurrency must be from the concurrency it starts with ({start}) to "
+            f"{CONCURRENCY_MAX}, got {most}"
+        )
