@@ -30,6 +30,19 @@ SELECT name, concurrency FROM pqjobs_concurrency WHERE name = ANY(%s)
 """
 
 
+def max_concurrency(concurrency: int, most: int | None, what: str = "max_concurrency") -> int:
+    """The most a worker started at ``concurrency`` may be raised to: ``most``, else
+    ``concurrency``. ValueError (naming ``what``) below ``concurrency`` or above
+    ``CONCURRENCY_MAX``."""
+    value = concurrency if most is None else most
+    if not concurrency <= value <= CONCURRENCY_MAX:
+        raise ValueError(
+            f"{what} must be from the concurrency it starts with ({concurrency}) to "
+            f"{CONCURRENCY_MAX}, got {value}"
+        )
+    return value
+
+
 def names_of(worker_id: str) -> list[str]:
     """The rows that may set a worker's concurrency, the most specific first."""
     group = monitoring.group_of(worker_id)

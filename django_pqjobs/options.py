@@ -194,9 +194,9 @@ _ALWAYS_HELD = ("ready", "blocked", "running")
 UNIQUE_BY_MAX_FIELDS = 20
 
 
-def unique_for(value: object, what: str = "unique_for") -> float:
-    """The window a dedupe key is held for (a number of seconds, a ``timedelta`` or
-    ``"1h"``), more than zero. (Also ``debounce`` and ``debounce_max``.)"""
+def period(value: object, what: str) -> float:
+    """A length of time more than zero: a number of seconds, a ``timedelta`` or ``"1h"``
+    (``unique_for``, ``debounce``, ``debounce_max``)."""
     if isinstance(value, str):
         try:
             value = parse_duration(value)

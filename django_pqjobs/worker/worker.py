@@ -105,12 +105,7 @@ class Worker:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
         self.started_concurrency = self.concurrency
-        self.max_concurrency = max_concurrency if max_concurrency is not None else self.concurrency
-        if not self.concurrency <= self.max_concurrency <= capacity.CONCURRENCY_MAX:
-            raise ValueError(
-                f"max_concurrency must be from concurrency ({self.concurrency}) to "
-                f"{capacity.CONCURRENCY_MAX}, got {self.max_concurrency}"
-            )
+        self.max_concurrency = capacity.max_concurrency(self.concurrency, max_concurrency)
         self.queues = [options.queue_name(q, "queue") for q in queues] if queues else conf.QUEUES
         self.min_priority = (
             None if min_priority is None else options.priority(min_priority, "min_priority")

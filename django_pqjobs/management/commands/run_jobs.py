@@ -12,9 +12,8 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.db import DatabaseError
 
-from ... import monitoring, schema
+from ... import capacity, monitoring, schema
 from ... import options as job_options
-from ...capacity import CONCURRENCY_MAX
 from ...conf import conf
 from ...durations import in_words
 from ...errors import DatabaseNotReady, InvalidJobOption
@@ -299,12 +298,9 @@ def _configure_logging(verbosity: int) -> None:
 
 
 def _check_max_concurrency(options: dict[str, Any]) -> None:
-    most = options["max_concurrency"]
-    if most is None:
-        return
+    """Before any process starts (each would refuse it the same way)."""
     start = options["concurrency"] if options["concurrency"] is not None else conf.CONCURRENCY
-    if not start <= most <= CONCURRENCY_MAX:
-        raise CommandError(
-            f"--max-concurrency must be from the concurrency it starts with ({start}) to "
-            f"{CONCURRENCY_MAX}, got {most}"
-        )
+    try:
+        capacity.max_concurrency(start, options["max_concurrency"], "--max-concurrency")
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
