@@ -138,6 +138,22 @@ def test_enqueue_many_derives_a_key_per_payload_and_answers_duplicates():
         enqueue_many("tests.noop", [{"n": 3}], unique_states=["done"], dedupe="error")
 
 
+def test_every_path_puts_a_unique_for_job_in_the_same_window():
+    """The window's end is computed by pqjobs_enqueue(), by enqueue_many's INSERT, by the
+    lookup of a key's holder and by replace's cancel: a copy that drifted would let a
+    duplicate in, or loop looking for a holder it cannot find."""
+    ids = enqueue_many("tests.noop", [{"w": 1}, {"w": 2}], unique_for="1h")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT date_trunc('hour', now()) + interval '1 hour'")
+        (window_end,) = cursor.fetchone()
+    assert {Job.objects.get(pk=i).unique_until for i in ids} == {window_end}
+    assert enqueue_job("tests.noop", {"w": 1}, unique_for="1h") == ids[0]  # the lookup
+    assert enqueue_many("tests.noop", [{"w": 2}], unique_for="1h") == [ids[1]]
+    newer = enqueue_job("tests.noop", {"w": 2}, unique_for="1h", dedupe="replace")
+    assert Job.objects.get(pk=ids[1]).status == "cancelled"  # replace's cancel
+    assert Job.objects.get(pk=newer).unique_until == window_end
+
+
 def test_a_retry_of_a_job_that_holds_its_own_key_when_failed_goes_back():
     job_id = enqueue_job("tests.noop", dedupe_key="k", unique_states=["failed"])
     finish(job_id, "failed")
