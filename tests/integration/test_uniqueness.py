@@ -102,6 +102,8 @@ def test_unique_by_fields_and_payload_are_canonical():
         ({"unique_states": 3}, "unique_states must be a status"),
         ({"unique_by": ""}, "unique_by must be 'payload' or a list"),
         ({"unique_by": ["a", "a"]}, "distinct field names"),
+        ({"unique_by": ["account\x00"]}, "contains a NUL character"),
+        ({"unique_by": ["\ud800"]}, "unique_by"),
         ({"unique_for": "1h", "depends_on": [1]}, "depends_on cannot have a dedupe_key"),
     ],
 )
