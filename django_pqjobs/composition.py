@@ -114,8 +114,12 @@ def depend(cursor: Any, job_id: int, depends_on: Sequence[int], policy: str, whe
             + (f" (and {len(missing) - 10} more)" if len(missing) > 10 else "")
             + " (never enqueued, rolled back, or pruned)"
         )
-    unfinished = [n for n in ids if found[n] not in _FINAL]
-    bad = [n for n in ids if found[n] in ("failed", "cancelled")]
+    # a dependent that halts counts a failed prerequisite as unfinished: it waits for its
+    # Retry (and success) or its Skip
+    unfinished = [
+        n for n in ids if found[n] not in _FINAL or (policy == "halt" and found[n] == "failed")
+    ]
+    bad = [n for n in ids if found[n] in ("failed", "cancelled", "expired")]
     cursor.execute(_MARK_PREREQUISITES, [unfinished])
     cursor.execute(_ADD_EDGES, [job_id, ids])
     status, error_type, error = "waiting", "", ""
@@ -129,7 +133,42 @@ def depend(cursor: Any, job_id: int, depends_on: Sequence[int], policy: str, whe
 
 
 def _as_finished(status: str) -> str:
-    return "failed" if status == "failed" else "was cancelled"
+    return {"failed": "failed", "expired": "expired"}.get(status, "was cancelled")
+
+
+# Enqueuers of one sequence take turns from before the INSERT to their commit, so ids
+# follow the order of the turns and each finds the job enqueued before it.
+_SEQUENCE_TURN = "SELECT pg_advisory_xact_lock(hashtext('pqjobs.sequence'), hashtext(%s))"
+# The job the new one waits for: the last of its sequence that still holds its place (not
+# done, cancelled or expired; failed too while the sequence halts on failures). The partial
+# index pqjobs_job_sequence holds just these rows.
+_SEQUENCE_TAIL = """
+SELECT id FROM pqjobs_job
+WHERE sequence_key = %(key)s AND NOT (status IN ('done', 'cancelled', 'expired'))
+  AND id <> %(me)s AND (%(halt)s OR status <> 'failed')
+ORDER BY id DESC
+LIMIT 1
+"""
+_SET_SEQUENCE = "UPDATE pqjobs_job SET sequence_key = %s WHERE id = %s"
+
+
+def take_turn(cursor: Any, key: str) -> None:
+    """Wait for this sequence's other enqueuers (until this transaction ends)."""
+    cursor.execute(_SEQUENCE_TURN, [key])
+
+
+def follow(cursor: Any, job_id: int, key: str, on_failure: str, where: str) -> str:
+    """Put the just-inserted (still ready, uncommitted) job at the end of sequence ``key``:
+    it waits for the job before it (a dependency whose policy is ``"halt"``, or ``"run"``
+    when the sequence continues past failures). Call :func:`take_turn` before the INSERT.
+    Returns the job's status: ``waiting``, or ``ready`` (first in line)."""
+    halt = on_failure == "halt"
+    cursor.execute(_SEQUENCE_TAIL, {"key": key, "me": job_id, "halt": halt})
+    row = cursor.fetchone()
+    cursor.execute(_SET_SEQUENCE, [key, job_id])
+    if row is None:
+        return "ready"
+    return depend(cursor, job_id, [int(row[0])], "halt" if halt else "run", where)
 
 
 def settle_now(alias: str) -> None:

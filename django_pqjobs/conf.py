@@ -247,15 +247,19 @@ def optional_bearer_token(value: Any, where: str) -> str | None:
     return value
 
 
-DEFAULT_RETENTION = {"done": 7 * DAY, "failed": 30 * DAY, "cancelled": 7 * DAY}
+DEFAULT_RETENTION = {"done": 7 * DAY, "failed": 30 * DAY, "cancelled": 7 * DAY, "expired": 7 * DAY}
 
 
 def retention_periods(value: Any, where: str) -> dict[str, float | None]:
     if not isinstance(value, dict):
-        raise ValueError(f"{where} must be a dict with keys 'done', 'failed', 'cancelled'")
+        raise ValueError(
+            f"{where} must be a dict with keys 'done', 'failed', 'cancelled', 'expired'"
+        )
     unknown = set(value) - set(DEFAULT_RETENTION)
     if unknown:
-        raise ValueError(f"{where} has unknown keys {sorted(unknown)}; use done/failed/cancelled")
+        raise ValueError(
+            f"{where} has unknown keys {sorted(unknown)}; use done/failed/cancelled/expired"
+        )
     merged = {**DEFAULT_RETENTION, **value}
     return {k: optional_positive_seconds(v, f"{where}[{k!r}]") for k, v in merged.items()}
 
@@ -386,6 +390,13 @@ class Settings:
         options.dedupe,
         check="pqjobs.E019",
         meaning="Strategy on a duplicate dedupe_key: skip, replace or error.",
+    )
+    SEQUENCE_ON_FAILURE = Setting(
+        "halt",
+        options.sequence_on_failure,
+        check="pqjobs.E075",
+        meaning="What a sequence does when one of its jobs fails for good: halt (the rest "
+        "wait for an operator's Retry or Skip) or continue.",
     )
     BACKOFF = Setting(
         "default", make_backoff, check="pqjobs.E020", meaning="Delays between retries."

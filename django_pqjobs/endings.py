@@ -4,7 +4,8 @@
 The worker's recorder announces the outcomes it writes. The endings made elsewhere are
 announced here too, after the transaction that made them commits: a rescue (the job is
 ``ready`` again, ``failed`` or ``cancelled``), an operator's cancel, a ready duplicate
-replaced, a release (at shutdown, or an operator's), and the dependents the database
+replaced, a release (at shutdown, or an operator's), a job past its deadline expired by
+the sweep, and the dependents the database
 cancelled at that commit because a job they wait for failed, was cancelled or deleted.
 """
 
@@ -31,6 +32,7 @@ OUTCOME_OF_STATUS: dict[str, Outcome] = {
     "ready": "retry",
     "failed": "failed",
     "cancelled": "cancelled",
+    "expired": "expired",
 }
 
 

@@ -12,10 +12,11 @@ import difflib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.db import DatabaseError, connections, transaction
+from django.utils import timezone
 
 from . import composition, endings, options, schema, signals, specification, tracing, transitions
 from .conf import conf
@@ -53,7 +54,10 @@ class JobOptions(TypedDict, total=False):
     unique_by: str | Sequence[str] | None
     debounce: Duration | None
     debounce_max: Duration | None
+    expires_in: Duration | None
+    deadline: datetime | None
     concurrency_key: str | None
+    sequence: str | None
     on_dependency_failure: DependencyPolicy | None
 
 
@@ -99,6 +103,10 @@ class PreparedJob:
     unique_by: str | tuple[str, ...] | None = None  # a unique job's key comes from this
     debounce: float | None = None  # seconds a duplicate pushes the pending job back
     debounce_max: float | None = None  # ... but never past this long after it was enqueued
+    expires_in: float | None = None  # seconds after it is due: no attempt starts later
+    deadline: datetime | None = None  # ... or this moment
+    sequence_key: str | None = None  # runs after the job enqueued before it with this key
+    sequence_on_failure: str = "halt"  # ... and on a failure of that one: halt or continue
     parent_id: int | None = None
     schedule_id: int | None = None
     flow: Flow = NO_FLOW
@@ -184,6 +192,17 @@ def prepare(
 
     queue = value("queue")
     payload_json = serialize_payload(job_type, payload)
+    deadline = chosen.get("deadline")
+    if deadline is not None:
+        due = chosen.get("run_after") or timezone.now() + timedelta(seconds=chosen.get("delay", 0))
+        if deadline <= due:
+            raise InvalidJobOption(
+                f"{where}: deadline {deadline.isoformat()} is not after the job is due "
+                f"({due.isoformat()}): it could never start"
+            )
+    sequence = chosen.get("sequence")
+    if sequence is None and known is not None and known.sequence is not None:
+        sequence = derive_key(known.sequence, payload, f"{where} sequence")
     key = chosen.get("dedupe_key")
     unique = [value(name) for name in specification.UNIQUENESS]
     unique_for, unique_states, unique_by = unique
@@ -212,6 +231,10 @@ def prepare(
         unique_by=unique_by,
         debounce=debounce,
         debounce_max=debounce_max,
+        expires_in=value("expires_in"),
+        deadline=deadline,
+        sequence_key=sequence,
+        sequence_on_failure=value("sequence_on_failure"),
         parent_id=parent_id,
         schedule_id=schedule_id,
         flow=flow_of(job_type, known, queue, payload, chosen.get("concurrency_key")),
@@ -252,6 +275,8 @@ _ENQUEUE_ONE_FLOW = _ENQUEUE_ONE.replace(
 _ENQUEUE_ONE_UNIQUE = _ENQUEUE_ONE_FLOW.replace(
     "%s::double precision)", "%s::double precision, %s::double precision, %s::smallint)"
 )
+# A deadline, in named notation after whichever arguments come before it (migration 0022).
+_WITH_DEADLINE = ", p_expires_at => %s::timestamptz, p_expires_in => %s::double precision)"
 _KEY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('pqjobs.key'), hashtext(%s))"
 _WAITING = """
     SELECT count(*), max(id) FROM pqjobs_job
@@ -291,7 +316,7 @@ def insert(job: PreparedJob, using: str | None = None) -> int:
     """
     alias = using or conf.DATABASE
     open_batch = composition.batch_for(alias)
-    if open_batch is None and not job.depends_on:
+    if open_batch is None and not job.depends_on and job.sequence_key is None:
         return _insert_plain(job, alias)
     where = f"job type {job.job_type!r}"
     specification.check_rules(
@@ -300,17 +325,23 @@ def insert(job: PreparedJob, using: str | None = None) -> int:
             "concurrency": job.flow.concurrency_limit,
             "max_waiting": job.flow.max_waiting,
             "depends_on": job.depends_on,
+            "sequence": job.sequence_key,
         },
         where,
         batch=open_batch is not None,
     )
     with transaction.atomic(using=alias):
+        if job.sequence_key is not None:
+            with connections[alias].cursor() as cursor:
+                composition.take_turn(cursor, job.sequence_key)
         job_id = _insert_plain(job, alias)
         with connections[alias].cursor() as cursor:
             if open_batch is not None:
                 composition.join_batch(cursor, open_batch, [job_id])
             if job.depends_on:
                 composition.depend(cursor, job_id, job.depends_on, job.on_dependency_failure, where)
+            if job.sequence_key is not None:
+                composition.follow(cursor, job_id, job.sequence_key, job.sequence_on_failure, where)
     return job_id
 
 
@@ -352,6 +383,8 @@ def _insert_job(job: PreparedJob, alias: str, trace_context: str | None) -> int:
         ]
     if _unique(job):
         params += [job.unique_for, job.unique_states]
+    if _expires(job):
+        params += [job.deadline, job.expires_in]
     if flow.max_waiting is not None:
         assert flow.concurrency_key is not None
         with transaction.atomic(using=alias, savepoint=False):
@@ -380,10 +413,16 @@ def _unique(job: PreparedJob) -> bool:
     return job.unique_for is not None or job.unique_states != 0
 
 
+def _expires(job: PreparedJob) -> bool:
+    return job.deadline is not None or job.expires_in is not None
+
+
 def _statement(job: PreparedJob) -> str:
     if _unique(job):
-        return _ENQUEUE_ONE_UNIQUE
-    return _ENQUEUE_ONE if job.flow is NO_FLOW else _ENQUEUE_ONE_FLOW
+        statement = _ENQUEUE_ONE_UNIQUE
+    else:
+        statement = _ENQUEUE_ONE if job.flow is NO_FLOW else _ENQUEUE_ONE_FLOW
+    return statement[:-1] + _WITH_DEADLINE if _expires(job) else statement
 
 
 def announce_replaced(alias: str, job_ids: list[int]) -> None:
@@ -440,7 +479,10 @@ def enqueue_job(
     unique_by: str | Sequence[str] | None = None,
     debounce: Duration | None = None,
     debounce_max: Duration | None = None,
+    expires_in: Duration | None = None,
+    deadline: datetime | None = None,
     concurrency_key: str | None = None,
+    sequence: str | None = None,
     depends_on: Sequence[int] | None = None,
     on_dependency_failure: DependencyPolicy | None = None,
     using: str | None = None,
@@ -466,12 +508,19 @@ def enqueue_job(
       ``unique_by`` or ``dedupe_key`` say): a duplicate gives it its payload and makes it due
       ``debounce`` from now, never later than ``debounce_max`` after it was enqueued; one
       that meets the job running is enqueued to run after it.
+    - ``expires_in`` (``"10m"``, timedelta or seconds; default: the job type's) or
+      ``deadline`` (aware datetime): no attempt starts after that moment (``expires_in`` is
+      counted from when the job is due); a job not started by then ends ``expired``.
     - ``concurrency_key``: the key of this job's concurrency limit, instead of the one its
       type derives from the payload (the type must declare ``concurrency=N``).
+    - ``sequence``: the job runs after the job enqueued before it with this key, one at a
+      time, in enqueue order (instead of the key its type's ``sequence`` derives).
     - ``depends_on``: ids of jobs this one waits for (status ``waiting``); it becomes
       ``ready`` once every one of them is ``done``. ``on_dependency_failure`` says what
-      happens if one fails for good, is cancelled or deleted: ``"cancel"`` this job too
-      (the default), or ``"run"`` it anyway once all are finished. Unknown ids are refused.
+      happens if one fails for good, is cancelled, expires or is deleted: ``"cancel"`` this
+      job too (the default), ``"run"`` it anyway once all are finished, or ``"halt"``: wait
+      while one is failed, until it is retried (and done) or skipped. Unknown ids are
+      refused.
 
     Inside a :func:`~django_pqjobs.batch` block the job joins the batch.
 
@@ -495,7 +544,10 @@ def enqueue_job(
         unique_by=unique_by,
         debounce=debounce,
         debounce_max=debounce_max,
+        expires_in=expires_in,
+        deadline=deadline,
         concurrency_key=concurrency_key,
+        sequence=sequence,
         depends_on=depends_on,
         on_dependency_failure=on_dependency_failure,
     )
@@ -540,12 +592,19 @@ _FIND_HOLDERS = f"""
                      'infinity'::timestamptz)
       AND {_HELD}
 """
+# A job's deadline as pqjobs_enqueue() computes it: the given moment, or expires_in seconds
+# after the job is due.
+_DEADLINE = (
+    "COALESCE(%s::timestamptz, COALESCE(%s, now()) + make_interval(secs => %s) "
+    "+ make_interval(secs => %s::double precision))"
+)
 _INSERT_MANY = f"""
-    INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id, unique_until, unique_states)
+    INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id, unique_until, unique_states,
+                            expires_at)
     SELECT %s, %s, t.payload::jsonb, 'ready', %s, 0, %s,
            COALESCE(%s, now()) + make_interval(secs => %s),
            %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb, %s::bigint,
-           {_WINDOW_END.format(p="%s::double precision")}, %s
+           {_WINDOW_END.format(p="%s::double precision")}, %s, {_DEADLINE}
     FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(payload, dedupe_key, n)
     ORDER BY t.n
     {_ON_CONFLICT}
@@ -554,12 +613,12 @@ _INSERT_MANY = f"""
 # The same with the flow-control columns: a concurrency key per job, one rate for all.
 _INSERT_MANY_FLOW = f"""
     INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id, unique_until, unique_states,
-                            concurrency_key, concurrency_limit, rate_key, rate_limit,
-                            rate_period)
+                            expires_at, concurrency_key, concurrency_limit, rate_key,
+                            rate_limit, rate_period)
     SELECT %s, %s, t.payload::jsonb, 'ready', %s, 0, %s,
            COALESCE(%s, now()) + make_interval(secs => %s),
            %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb, %s::bigint,
-           {_WINDOW_END.format(p="%s::double precision")}, %s,
+           {_WINDOW_END.format(p="%s::double precision")}, %s, {_DEADLINE},
            t.concurrency_key, %s, t.rate_key, %s, %s
     FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[])
          WITH ORDINALITY AS t(payload, dedupe_key, concurrency_key, rate_key, n)
@@ -584,6 +643,8 @@ def enqueue_many(
     delay: Duration | None = None,
     max_attempts: int | None = None,
     timeout: Duration | None = None,
+    expires_in: Duration | None = None,
+    deadline: datetime | None = None,
     using: str | None = None,
 ) -> list[int]:
     """Enqueue many jobs of one type in a single statement; return their ids in order.
@@ -626,6 +687,8 @@ def enqueue_many(
         unique_for=unique_for,
         unique_states=unique_states,
         unique_by=unique_by,
+        expires_in=expires_in,
+        deadline=deadline,
     )
     texts = [serialize_payload(job_type, p) for p in payload_list]
     if not keys:
@@ -654,6 +717,7 @@ def enqueue_many(
             "concurrency": template.flow.concurrency_limit,
             "max_waiting": template.flow.max_waiting,
             "debounce": template.debounce,
+            "sequence": template.sequence_key,
         },
         f"job type {job_type!r}",
         batch=open_batch is not None,
@@ -732,6 +796,10 @@ def _insert_many(
             job.unique_for,
             job.unique_for,
             job.unique_states,
+            job.deadline,
+            job.run_at,
+            job.delay,
+            job.expires_in,
         ]
         if job.flow is NO_FLOW:
             params += [[texts[n] for n in todo], [keys[n] for n in todo]]

@@ -57,6 +57,11 @@ class JobCancelled(BaseException):
     """Raised by ``ctx.raise_if_cancelled()`` when an operator asked to cancel the job."""
 
 
+class JobExpired(PQJobsError):
+    """How a job that ended ``expired`` reads as an error (a task's result): its deadline
+    passed before an attempt could start. Never raised in a handler."""
+
+
 class PayloadError(PQJobsError, ValueError):
     """The payload cannot be stored: not JSON-serialisable, or larger than the limit."""
 

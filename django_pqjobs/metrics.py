@@ -69,8 +69,9 @@ class JobQueueCollector:
 
         jobs = GaugeMetricFamily(
             "pqjobs_jobs",
-            "Jobs per queue, job type and status (ready, blocked, waiting, running, failed; "
-            f"failed jobs past {monitoring.FAILED_EXACT_UP_TO:,} are an estimate)",
+            "Jobs per queue, job type and status (ready, blocked, waiting, running, failed, "
+            "and expired: those of the last 24 h; failed jobs past "
+            f"{monitoring.FAILED_EXACT_UP_TO:,} are an estimate)",
             labels=["queue", "job_type", "status"],
         )
         due = GaugeMetricFamily(

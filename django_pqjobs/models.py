@@ -165,6 +165,19 @@ class Job(models.Model):
         "mask: 1 done, 2 failed, 4 cancelled (it always holds it while ready, blocked or "
         "running).",
     )
+    expires_at = Timestamp(
+        null=True,
+        blank=True,
+        help_text="The deadline: no attempt starts after it; a job not started by then ends "
+        "expired. Empty: none.",
+    )
+    sequence_key = models.CharField(  # noqa: DJ001
+        max_length=DEDUPE_KEY_MAX_LENGTH,
+        null=True,
+        blank=True,
+        help_text="The sequence the job belongs to: jobs of one sequence run one at a time, "
+        "in enqueue order (each waits for the one before it).",
+    )
     last_error = models.TextField(blank=True, default="", db_default="")
     error_type = models.CharField(max_length=200, blank=True, default="", db_default="")
     result = models.JSONField(encoder=DjangoJSONEncoder, null=True, blank=True)
@@ -231,7 +244,8 @@ class Job(models.Model):
         max_length=8,
         default="cancel",
         db_default="cancel",
-        help_text="When a dependency fails for good: cancel this job, or run it anyway.",
+        help_text="When a dependency fails for good: cancel this job, run it anyway, or halt "
+        "(wait until the dependency is retried or skipped).",
     )
     has_dependents = models.BooleanField(
         default=False, db_default=False, help_text="Some job waits for this one."
@@ -313,6 +327,24 @@ class Job(models.Model):
             ),
             models.Index(
                 "callback_of", condition=Q(callback_of__isnull=False), name="pqjobs_job_callback"
+            ),
+            # Deadlines: the sweep's next jobs to expire (only those not started yet).
+            models.Index(
+                "expires_at",
+                condition=Q(
+                    expires_at__isnull=False,
+                    status__in=(JobStatus.WAITING, JobStatus.READY, JobStatus.BLOCKED),
+                ),
+                name="pqjobs_job_expiring",
+            ),
+            # Sequences: the last job of a sequence (a new job waits for it), and the halted
+            # ones (the admin's filter). Done, cancelled and expired jobs hold no place.
+            models.Index(
+                "sequence_key",
+                F("id").desc(),
+                condition=Q(sequence_key__isnull=False)
+                & ~Q(status__in=(JobStatus.DONE, JobStatus.CANCELLED, JobStatus.EXPIRED)),
+                name="pqjobs_job_sequence",
             ),
         ]
         constraints = [

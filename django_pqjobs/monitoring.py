@@ -33,7 +33,8 @@ FAILED_EXACT_UP_TO = 10_000
 # running, failed) however many finished rows the table holds. Ages are differences of
 # epochs, not of timestamps: a run_after of '-infinity' written behind our back is an
 # infinite age, where "now() - run_after" would fail the whole scrape. The failed arm reads only the
-# newest FAILED_EXACT_UP_TO + 1 failed jobs, newest first through their index.
+# newest FAILED_EXACT_UP_TO + 1 failed jobs, newest first through their index; the expired
+# arm the jobs that expired in the last 24 hours (a range of the finished-jobs index).
 _DEPTH = """
 SELECT queue, job_type, 'ready', NULL, count(*), count(*) FILTER (WHERE run_after <= now()),
        extract(epoch FROM now())
@@ -54,13 +55,18 @@ UNION ALL
 SELECT queue, job_type, 'failed', NULL, count(*), 0, NULL FROM (
     SELECT queue, job_type FROM pqjobs_job WHERE status = 'failed' ORDER BY id DESC LIMIT %s
 ) newest GROUP BY queue, job_type
+UNION ALL
+SELECT queue, job_type, 'expired', NULL, count(*), 0, NULL
+FROM pqjobs_job WHERE status = 'expired' AND finished_at > now() - interval '24 hours'
+GROUP BY queue, job_type
 """
 _FAILED_ESTIMATE = "EXPLAIN (FORMAT JSON) SELECT 1 FROM pqjobs_job WHERE status = 'failed'"
 
 
 @dataclass(frozen=True)
 class Depth:
-    """Jobs of one queue, type and status (ready, blocked, waiting, running or failed)."""
+    """Jobs of one queue, type and status (ready, blocked, waiting, running, failed, or
+    expired in the last 24 hours)."""
 
     queue: str
     job_type: str

@@ -27,9 +27,10 @@ def _actor(by: str | None) -> str | None:
 def retry_jobs(
     job_ids: Sequence[int], *, by: str | None = None, using: str | None = None
 ) -> list[Requeued]:
-    """Put ``failed`` / ``cancelled`` jobs back to ``ready`` now; other jobs are skipped,
-    and so is a job whose ``dedupe_key`` an active (ready, blocked, running) job of its type
-    holds (of several retried with one key, only the newest goes back).
+    """Put ``failed`` / ``cancelled`` / ``expired`` jobs back to ``ready`` now (without a
+    deadline); other jobs are skipped, and so is a job whose ``dedupe_key`` an active
+    (ready, blocked, running) job of its type holds (of several retried with one key, only
+    the newest goes back).
 
     Attempt numbers go on: a job that failed after 5 of 5 attempts continues with attempt 6
     and may make 5 more (as many as its last round had); its backoff starts over from the
@@ -63,6 +64,32 @@ def retry_job(job_id: int, *, by: str | None = None, using: str | None = None) -
     the audit trail under that name.
     """
     return bool(retry_jobs([job_id], by=by, using=using))
+
+
+def skip_jobs(
+    job_ids: Sequence[int], *, by: str | None = None, using: str | None = None
+) -> list[int]:
+    """Set ``failed`` jobs aside (they become ``cancelled``, their error kept) so that what
+    halts on them goes on: the rest of a halted sequence, or dependents whose policy is
+    ``"halt"``. Jobs in other statuses are skipped. Returns the ids skipped over."""
+    alias = using or conf.DATABASE
+    actor = _actor(by)
+    with transaction.atomic(using=alias):
+        skipped = transitions.skip_many(alias, job_ids)
+        endings.announce_after_commit(
+            alias, dict.fromkeys(skipped, "cancelled"), dependents_of=skipped
+        )
+        if actor is not None:
+            audit.record_jobs(
+                alias,
+                AuditAction.SKIP,
+                actor,
+                [
+                    JobAction(i, None, "failed → cancelled; what waited on it goes on")
+                    for i in skipped
+                ],
+            )
+    return skipped
 
 
 def cancel_jobs(

@@ -270,6 +270,17 @@ def depends_on(value: object, what: str = "depends_on") -> tuple[int, ...]:
     return tuple(ids)
 
 
+SEQUENCE_FAILURE_POLICIES = ("halt", "continue")
+
+
+def sequence_on_failure(value: object, what: str = "sequence_on_failure") -> str:
+    """What a sequence does when one of its jobs fails for good: ``"halt"`` (the rest wait
+    until an operator retries or skips it) or ``"continue"``."""
+    if value in SEQUENCE_FAILURE_POLICIES:
+        return str(value)
+    raise InvalidJobOption(f"{what} must be one of {SEQUENCE_FAILURE_POLICIES}, got {value!r:.120}")
+
+
 def dependency_policy(value: object, what: str = "on_dependency_failure") -> DependencyPolicy:
     if value is None:
         return "cancel"

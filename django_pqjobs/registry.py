@@ -46,6 +46,9 @@ class JobType:
     unique_by: str | tuple[str, ...] | None = None
     debounce: float | None = None
     debounce_max: float | None = None
+    expires_in: float | None = None
+    sequence: KeyTemplate | None = None
+    sequence_on_failure: str | None = None  # "halt" | "continue"; None: the setting's
     atomic: bool = False
     isolation: Isolation | None = None
     memory_limit: int | None = None
@@ -157,6 +160,9 @@ def job(
     unique_by: str | Sequence[str] | None = None,
     debounce: Duration | None = None,
     debounce_max: Duration | None = None,
+    expires_in: Duration | None = None,
+    sequence: KeyTemplate | None = None,
+    sequence_on_failure: str | None = None,
     atomic: bool = False,
     isolation: Isolation | None = None,
     memory_limit: int | str | None = None,
@@ -205,6 +211,13 @@ def job(
     gives it its payload and pushes it back 30 s, never past ``debounce_max`` after it was
     first enqueued; one arriving while it runs is enqueued to run after it.
 
+    Timing and order: ``expires_in="10m"`` gives each job a deadline that long after it is
+    due; one not started by then ends ``expired`` (no attempt starts after it).
+    ``sequence="account:{account_id}"`` (same forms as ``concurrency_key``) runs the jobs of
+    one key one at a time, in enqueue order; when one fails for good the rest wait until an
+    operator retries or skips it (``sequence_on_failure="halt"``, the default of
+    ``PQJOBS["SEQUENCE_ON_FAILURE"]``) or go on (``"continue"``).
+
     ``cron`` (``"0 3 * * *"``; 6 fields = seconds last) or ``interval`` (timedelta or
     seconds) also declares a schedule named after the job type, synced to the Schedule
     table when a worker starts: ``timezone`` (IANA name, default UTC) for the cron fields,
@@ -236,6 +249,9 @@ def job(
             "unique_by": unique_by,
             "debounce": debounce,
             "debounce_max": debounce_max,
+            "expires_in": expires_in,
+            "sequence": sequence,
+            "sequence_on_failure": sequence_on_failure,
             "atomic": atomic,
             "isolation": isolation,
             "memory_limit": memory_limit,

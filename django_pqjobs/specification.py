@@ -108,6 +108,15 @@ OPTIONS: dict[str, Option] = {
         _option("unique_by", options.unique_by, "type", "call", "task"),
         _option("debounce", options.period, "type", "call", "task"),
         _option("debounce_max", options.period, "type", "call", "task"),
+        _option("expires_in", options.period, "type", "call", "task"),
+        _option("deadline", options.run_after, "call"),
+        _option("sequence", flow_key, "type", "call", read_at=(("type", key_template),)),
+        _option(
+            "sequence_on_failure",
+            options.sequence_on_failure,
+            "type",
+            setting="SEQUENCE_ON_FAILURE",
+        ),
         _option("atomic", _flag, "type"),
         # the worker applies PQJOBS["ISOLATION"] when the type sets none
         _option("isolation", options.isolation, "type", "task"),
@@ -190,6 +199,12 @@ def check_rules(
         raise InvalidJobOption(f"{where}: rate_key needs rate='N/period'")
     if get("run_after") is not None and get("delay") is not None:
         raise InvalidJobOption(f"{where}: give run_after or delay, not both")
+    if get("expires_in") is not None and get("deadline") is not None:
+        raise InvalidJobOption(f"{where}: give expires_in or deadline, not both")
+    if get("sequence") is not None:
+        _check_sequence(get, where, batch=batch, many=many)
+    elif get("sequence_on_failure") is not None:
+        raise InvalidJobOption(f"{where}: sequence_on_failure needs a sequence")
     keyed = [name for name in ("dedupe_key", *UNIQUENESS, "debounce") if get(name) is not None]
     if keyed:
         if get("depends_on"):
@@ -236,6 +251,26 @@ def check_rules(
             raise InvalidJobOption(
                 f"{where} declares max_waiting, which batches and depends_on cannot use"
             )
+
+
+def _check_sequence(get: Callable[[str], Any], where: str, *, batch: bool, many: bool) -> None:
+    """A sequenced job waits for the one before it: what cannot go with that."""
+    if many:
+        raise InvalidJobOption(
+            f"{where} declares a sequence, which enqueue_many cannot apply (each job waits "
+            "for the one enqueued before it); use enqueue_job"
+        )
+    if get("depends_on"):
+        raise InvalidJobOption(
+            f"{where}: a sequenced job waits for the job before it in its sequence; it "
+            "cannot also have depends_on"
+        )
+    keyed = [name for name in ("dedupe_key", *UNIQUENESS, "debounce") if get(name) is not None]
+    if keyed:
+        raise InvalidJobOption(
+            f"{where}: a sequenced job cannot have a dedupe_key or be unique "
+            f"({', '.join(keyed)}; a job waiting for its turn holds no key)"
+        )
 
 
 # The options that make a job unique: given any, a job with no dedupe_key gets one derived

@@ -15,6 +15,9 @@ from django.db import models
 class JobStatus(models.TextChoices):
     """Where a job is: ``ready`` → ``running`` → ``done`` | ``failed`` | ``cancelled``.
 
+    ``expired``: its deadline (``expires_in``/``deadline``) passed before an attempt could
+    start; no attempt starts after it, and the worker's sweep ends such jobs.
+
     ``waiting``: enqueued with ``depends_on``; it becomes ``ready`` when its last dependency
     is done (or, under the ``"run"`` policy, finished however it ended), and
     ``cancelled`` when a dependency fails for good under the ``"cancel"`` policy.
@@ -31,6 +34,7 @@ class JobStatus(models.TextChoices):
     DONE = "done", "Done"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
+    EXPIRED = "expired", "Expired"
 
 
 # A job is *active* until it reaches a final status.
@@ -47,6 +51,7 @@ FINISHED_STATUSES: tuple[JobStatus, ...] = (
     JobStatus.DONE,
     JobStatus.FAILED,
     JobStatus.CANCELLED,
+    JobStatus.EXPIRED,
 )
 
 
@@ -82,6 +87,7 @@ class AuditAction(models.TextChoices):
     SCHEDULE_DISABLE = "schedule_disable", "Disable schedule"
     SCHEDULE_RUN_NOW = "schedule_run_now", "Run schedule now"
     CONCURRENCY = "concurrency", "Set worker concurrency"
+    SKIP = "skip", "Skip (a halted sequence goes on)"
 
 
 # After failure: where an attempt that did not succeed sends its job (a verdict's ``then``).
@@ -99,13 +105,24 @@ AfterFailure = Literal["auto", "failed", "cancelled", "release"]
 # database stayed unreachable until the worker stopped; the job is rescued later). The one
 # thing the package calls an outcome.
 Outcome = Literal[
-    "done", "retry", "failed", "cancelled", "lost", "released", "snoozed", "unrecorded"
+    "done",
+    "retry",
+    "failed",
+    "cancelled",
+    "expired",
+    "lost",
+    "released",
+    "snoozed",
+    "unrecorded",
 ]
 
-# What a job waiting for dependencies does when one of them fails for good, is cancelled or
-# is deleted: be cancelled too (the default), or run anyway once all of them are finished.
-DependencyPolicy = Literal["cancel", "run"]
-DEPENDENCY_POLICIES: tuple[DependencyPolicy, ...] = ("cancel", "run")
+# What a job waiting for dependencies does when one of them fails for good, is cancelled,
+# expires or is deleted: be cancelled too (the default), run anyway once all of them are
+# finished, or "halt": keep waiting while a dependency is failed, until an operator retries
+# it (and it is done) or skips it (cancels it, or deletes it); any other ending lets it go
+# on. Sequences use "halt" (sequences.py).
+DependencyPolicy = Literal["cancel", "run", "halt"]
+DEPENDENCY_POLICIES: tuple[DependencyPolicy, ...] = ("cancel", "run", "halt")
 
 # What an attempt is told when a dependency's failure cancels its dependent.
 DEPENDENCY_FAILED = "DependencyFailed"

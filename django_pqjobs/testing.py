@@ -83,13 +83,15 @@ def drain(
     """Run due jobs (of ``queues``, default all) until none is due; return what ran.
 
     Jobs run one at a time in priority order, in the calling thread and on its database
-    connection. ``run_delayed``: delayed jobs and retries waiting for their backoff are made
+    connection; jobs past their deadline end ``expired`` instead, as a worker's sweep ends
+    them. ``run_delayed``: delayed jobs and retries waiting for their backoff are made
     due and run as well, until each job is done or out of attempts. ``raise_errors``: raise
     :class:`JobsFailed` listing the attempts that did not succeed (a snooze is not a
     failure; with ``run_delayed`` a snoozed job is made due again at once). Raises
     :class:`TooManyJobs` after ``max_jobs`` attempts if jobs are still due.
     """
     from .worker.claiming import claim_jobs  # the worker package, only when a test drains
+    from .worker.housekeeping import expire_overdue
 
     alias = using or conf.DATABASE
     runner = _Runner(alias)
@@ -99,6 +101,8 @@ def drain(
         while True:
             if run_delayed:
                 _make_delayed_due(alias, queues)
+            if expire_overdue(alias):  # as a worker's sweep would, before the claim
+                composition.settle_now(alias)
             batch = claim_jobs(alias, WORKER_ID, queues, 1)
             _reset_claim_settings(alias)
             if not batch:

@@ -1,4 +1,4 @@
-"""The job actions of the admin: Retry, Cancel, Run now, Delete (bulk and per job) and the
+"""The job actions of the admin: Retry, Cancel, Run now, Skip, Delete (bulk and per job) and the
 forced Release of one stuck attempt.
 
 Each is an operator action of ``operations.py``, done under the user's name (so it lands in
@@ -56,6 +56,10 @@ def _cancel(ids: Sequence[int], by: str) -> int:
     return len(result.cancelled) + len(result.cancel_requested)
 
 
+def _skip(ids: Sequence[int], by: str) -> int:
+    return len(operations.skip_jobs(ids, by=by, using=conf.DATABASE))
+
+
 def _run_now(ids: Sequence[int], by: str) -> int:
     return len(operations.run_jobs_now(ids, by=by, using=conf.DATABASE))
 
@@ -63,8 +67,8 @@ def _run_now(ids: Sequence[int], by: str) -> int:
 ACTIONS: dict[str, Action] = {
     "retry": Action(
         "put back to ready",
-        "only failed or cancelled jobs retry, and not while another job of their type holds "
-        "their dedupe key",
+        "only failed, cancelled or expired jobs retry, and not while another job of their type "
+        "holds their dedupe key",
         _retry,
     ),
     "cancel": Action(
@@ -74,6 +78,11 @@ ACTIONS: dict[str, Action] = {
         "moved to the head of the queue",
         "only ready jobs can run now (blocked ones wait for flow control)",
         _run_now,
+    ),
+    "skip": Action(
+        "skipped (cancelled, so what waited on it goes on)",
+        "only failed jobs can be skipped",
+        _skip,
     ),
 }
 
@@ -88,6 +97,7 @@ def job_page_message(name: str, job_id: int, changed: bool) -> str:
         "retry": "retried: it was put back to ready",
         "cancel": "cancelled (a running job is asked to stop)",
         "run-now": "moved to the head of the queue",
+        "skip": "skipped: it is cancelled, and the jobs that waited on it go on",
     }[name]
     return f"Job {job_id} {done}. Its status and timeline below show what has happened to it since."
 

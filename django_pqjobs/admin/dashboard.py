@@ -40,7 +40,8 @@ GROUP BY 1
 # its cost grows with the jobs finished in the last 24 h (docs/benchmarks.md has figures).
 _LAST_DAY = """
 SELECT job_type, status, count(*) FROM pqjobs_job
-WHERE status IN ('done', 'failed', 'cancelled') AND finished_at > now() - interval '24 hours'
+WHERE status IN ('done', 'failed', 'cancelled', 'expired')
+  AND finished_at > now() - interval '24 hours'
 GROUP BY 1, 2
 """
 # One arm per status, so each is served by its partial index (waiting / claim / blocked /
@@ -139,7 +140,9 @@ def collect(alias: str, paused_queues: frozenset[str] = frozenset()) -> Dashboar
     per_type: dict[str, dict[str, int]] = {}
     for job_type, status, count in _rows(alias, _LAST_DAY):
         finished_24h[status] = finished_24h.get(status, 0) + count
-        per_type.setdefault(job_type, {"done": 0, "failed": 0, "cancelled": 0})[status] = count
+        per_type.setdefault(job_type, {"done": 0, "failed": 0, "cancelled": 0, "expired": 0})[
+            status
+        ] = count
     by_type: list[dict[str, Any]] = [
         {
             "job_type": job_type,

@@ -24,6 +24,7 @@ STATUS_COLOURS = {
     "done": "#2f855a",
     "failed": "#c53030",
     "cancelled": "#718096",
+    "expired": "#975a16",
 }
 
 

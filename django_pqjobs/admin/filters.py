@@ -128,6 +128,27 @@ class HasErrorFilter(admin.SimpleListFilter):
         return queryset
 
 
+class SequenceFilter(admin.SimpleListFilter):
+    """The halted sequences: failed jobs of a sequence with jobs waiting on them (the rest of
+    it), each to Retry or Skip. (The failed-jobs index serves it.)"""
+
+    title = "sequence"
+    parameter_name = "sequence"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("halted", "Halted (Retry or Skip the failed job)")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        if not value:
+            return queryset
+        if value != "halted":
+            raise _refuse(self, value, "use halted")
+        return queryset.filter(
+            status=JobStatus.FAILED, sequence_key__isnull=False, has_dependents=True
+        )
+
+
 class DateFilter(admin.DateFieldListFilter):
     """By date, with the bounds from the URL checked: dates, inside the calendar."""
 

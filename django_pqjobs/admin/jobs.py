@@ -34,8 +34,18 @@ from ..models import Job, JobAttempt, WorkerRecord
 from ..options import UNIQUE_STATE_BITS
 from ..printable import counted
 from ..serialization import from_json
+from ..statuses import FINISHED_STATUSES
 from ..tasks.payload import describe_call
-from . import actions, composition, dashboard, display, excerpts, flowcontrol, timeline
+from . import (
+    actions,
+    composition,
+    dashboard,
+    display,
+    excerpts,
+    flowcontrol,
+    reasons,
+    timeline,
+)
 from .changelist import GuardedListAdmin
 from .filters import (
     BatchFilter,
@@ -47,6 +57,7 @@ from .filters import (
     HasErrorFilter,
     JobTypeFilter,
     QueueFilter,
+    SequenceFilter,
     StatusFilter,
 )
 from .pagination import EstimatedCountPaginator
@@ -89,6 +100,7 @@ class JobAdmin(GuardedListAdmin):
     list_display_links = ["id", "job_type_cell"]
     list_filter = [
         StatusFilter,
+        SequenceFilter,
         QueueFilter,
         JobTypeFilter,
         HasErrorFilter,
@@ -115,7 +127,7 @@ class JobAdmin(GuardedListAdmin):
     list_per_page = 50
     show_full_result_count = False
     paginator = EstimatedCountPaginator
-    actions = ["retry_action", "cancel_action", "run_now_action", "delete_action"]
+    actions = ["retry_action", "cancel_action", "run_now_action", "skip_action", "delete_action"]
     change_form_template = "admin/django_pqjobs/job/change_form.html"
     change_list_template = "admin/django_pqjobs/job/change_list.html"
     fieldsets = [
@@ -130,6 +142,8 @@ class JobAdmin(GuardedListAdmin):
                     "tries",
                     "dedupe_key",
                     "key_held",
+                    "sequence",
+                    "why_waiting",
                     "links",
                 ]
             },
@@ -141,6 +155,7 @@ class JobAdmin(GuardedListAdmin):
                 "fields": [
                     "created",
                     "due",
+                    "deadline",
                     "claimed",
                     "worker",
                     "heartbeat",
@@ -339,7 +354,7 @@ class JobAdmin(GuardedListAdmin):
         since when; finished: when, and how long it ran."""
         if job.status == "running":
             return format_html("started {}", display.since(job.locked_at))
-        if job.finished_at is not None and job.status in ("done", "failed", "cancelled"):
+        if job.finished_at is not None and job.status in FINISHED_STATUSES:
             took = display.duration(job.duration_ms) if job.duration_ms is not None else ""
             return format_html(
                 "{}{}",
@@ -374,6 +389,7 @@ class JobAdmin(GuardedListAdmin):
             "done": job.finished_at,
             "failed": job.finished_at,
             "cancelled": job.finished_at,
+            "expired": job.finished_at,
         }.get(job.status, job.updated_at)
         extra: SafeString | str = ""
         if job.status == "blocked":
@@ -388,6 +404,32 @@ class JobAdmin(GuardedListAdmin):
         return format_html(
             "{} since {}{}", display.status_badge(job.status), display.moment(since), extra
         )
+
+    @admin.display(description="sequence")
+    def sequence(self, job: Job) -> SafeString | str:
+        """The job's sequence, and whether it halts it (failed, with jobs waiting on it)."""
+        if not job.sequence_key:
+            return "-"
+        halted = job.status == "failed" and job.has_dependents
+        return format_html(
+            "{}{}",
+            job.sequence_key,
+            " — halted here: the rest of the sequence waits until this job is retried "
+            "(and succeeds) or skipped"
+            if halted
+            else "",
+        )
+
+    @admin.display(description="why it waits")
+    def why_waiting(self, job: Job) -> SafeString | str:
+        """What stands between the job and its next attempt (nothing: "-")."""
+        return reasons.as_lines(reasons.why(job, conf.DATABASE))
+
+    @admin.display(description="deadline")
+    def deadline(self, job: Job) -> SafeString | str:
+        if job.expires_at is None:
+            return "-"
+        return format_html("{} (no attempt starts after it)", display.moment(job.expires_at))
 
     @admin.display(description="created")
     def created(self, job: Job) -> SafeString | str:
@@ -603,7 +645,9 @@ class JobAdmin(GuardedListAdmin):
         level = messages.SUCCESS if changed else messages.WARNING
         self.message_user(request, action.report(changed, len(ids)), level)
 
-    @admin.action(description="Retry selected jobs (failed / cancelled)", permissions=["change"])
+    @admin.action(
+        description="Retry selected jobs (failed / cancelled / expired)", permissions=["change"]
+    )
     def retry_action(self, request: HttpRequest, queryset: QuerySet) -> None:
         self._bulk(request, queryset, "retry")
 
@@ -616,6 +660,13 @@ class JobAdmin(GuardedListAdmin):
     )
     def run_now_action(self, request: HttpRequest, queryset: QuerySet) -> None:
         self._bulk(request, queryset, "run-now")
+
+    @admin.action(
+        description="Skip selected failed jobs (a halted sequence goes on)",
+        permissions=["change"],
+    )
+    def skip_action(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._bulk(request, queryset, "skip")
 
     @admin.action(description="Delete selected jobs (not running)", permissions=["delete"])
     def delete_action(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:

@@ -35,6 +35,7 @@ _STATUS_AFTER = {
     "snoozed": "ready",
     "failed": "failed",
     "cancelled": "cancelled",
+    "expired": "expired",
 }
 
 

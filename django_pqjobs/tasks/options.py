@@ -46,6 +46,7 @@ class TaskOptions:
     unique_by: str | tuple[str, ...] | None = None
     debounce: float | None = None
     debounce_max: float | None = None
+    expires_in: float | None = None
 
     def given(self) -> dict[str, Any]:
         """The options set here."""
@@ -109,9 +110,10 @@ def task_options(**options: Any) -> Callable[[F], F]:
     the task's arguments that returns the key or None), ``dedupe`` (``"skip"``,
     ``"replace"``, ``"error"``) and the unique-job options ``unique_for``,
     ``unique_states``, ``unique_by``, ``debounce`` and ``debounce_max`` (as ``@job``'s: a
-    task given no key gets one from its arguments). On Django 6.1+ and with the backport the
-    same keywords can be given to ``@task(...)`` itself, and win over these. Bad values raise
-    :class:`~django_pqjobs.InvalidJobOption` at once.
+    task given no key gets one from its arguments), and ``expires_in`` (a deadline that
+    long after the task is due: not started by then, it ends expired, its result FAILED).
+    On Django 6.1+ and with the backport the same keywords can be given to ``@task(...)``
+    itself, and win over these. Bad values raise :class:`~django_pqjobs.InvalidJobOption` at once.
     """
     declared = parse_options(options, "@task_options(...)")
 

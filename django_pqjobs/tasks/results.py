@@ -30,8 +30,9 @@ STATUS_NAMES = {
     "done": "SUCCESSFUL",
     "failed": "FAILED",
     "cancelled": "FAILED",
+    "expired": "FAILED",
 }
-FINISHED = ("done", "failed", "cancelled")
+FINISHED = ("done", "failed", "cancelled", "expired")
 MISSING: Any = object()
 # FailureKind values, as literals: this module is imported while apps may still be loading.
 RELEASED = "released"
@@ -217,6 +218,13 @@ def _errors(family: Family, job: Job, status: str, rows: list[Attempt]) -> list[
             family.task_error(
                 exception_class_path="django_pqjobs.errors.JobCancelled",
                 traceback=job.last_error or "the job was cancelled before it ran",
+            )
+        )
+    elif status == "expired":
+        errors.append(
+            family.task_error(
+                exception_class_path="django_pqjobs.errors.JobExpired",
+                traceback=job.last_error or "the deadline passed before the task could start",
             )
         )
     elif status == "failed" and not rows:

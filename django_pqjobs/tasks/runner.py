@@ -89,6 +89,7 @@ def ensure_registered(task: Any, family: Family, defaults: TaskOptions) -> JobTy
         unique_by=options.unique_by,
         debounce=options.debounce,
         debounce_max=options.debounce_max,
+        expires_in=options.expires_in,
         isolation=options.isolation,
         memory_limit=options.memory_limit,
         # the framework's task_finished, sent where the worker sends job_finished

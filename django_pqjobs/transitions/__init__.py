@@ -18,7 +18,9 @@
     waiting ──[db] its last prerequisite done──► ready          (sql/schema/composition.sql)
     waiting ──[db] a prerequisite failed, cancelled or deleted──► cancelled (or ready, under
                    the "run" policy)                             (sql/schema/composition.sql)
-    failed / cancelled ──requeue──► ready (attempt numbers go on; waiting again if it has
+    waiting / ready / blocked ──expire_overdue (its deadline passed)──► expired
+    failed ──skip──► cancelled (what halts on it, the rest of its sequence, goes on)
+    failed / cancelled / expired ──requeue──► ready (attempt numbers go on; waiting again if it has
                                     unfinished prerequisites)
     ready ──run_now──► ready, first of its priority in the claim order
     running ──cancel──► running with a cancel request (the handler sees it)
@@ -29,7 +31,8 @@ path a job takes (worker, rescue, admin, SQL); they are written in ``sql/schema/
 
 The modules, by concern: ``claim`` (ready → running, and → blocked), ``attempts`` (the end
 of an attempt, release, rescue), ``operator`` (cancel, requeue, run now, force release,
-delete), ``flow`` (out of blocked, pause and resume), ``dependencies`` (waiting).
+delete, skip), ``deadlines`` (into expired), ``flow`` (out of blocked, pause and resume),
+``dependencies`` (waiting).
 Transitions out of ``running`` are *fenced* on ``(id, locked_by, attempts)``, the
 :class:`Fence` of the attempt: a worker that lost its job (rescued and claimed again
 elsewhere) cannot overwrite the newer outcome. The database clock (``now()``) is the only
@@ -53,6 +56,7 @@ from .attempts import (
     save_progress,
 )
 from .claim import Claimed, claim, hold_back
+from .deadlines import expire_overdue
 from .dependencies import make_wait
 from .fence import Fence
 from .flow import pause, promote_rate_blocked, release_unpaused, resume
@@ -71,6 +75,7 @@ from .operator import (
     requeue,
     requeue_many,
     run_now_many,
+    skip_many,
 )
 
 __all__ = [
@@ -94,6 +99,7 @@ __all__ = [
     "complete_many",
     "delete_unless_running",
     "end_attempt",
+    "expire_overdue",
     "force_release",
     "hold_back",
     "let_go_of_key",
@@ -110,4 +116,5 @@ __all__ = [
     "resume",
     "run_now_many",
     "save_progress",
+    "skip_many",
 ]

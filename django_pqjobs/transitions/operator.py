@@ -48,6 +48,15 @@ def cancel_many(alias: str, job_ids: Sequence[int]) -> Cancelled:
     return Cancelled(cancelled, requested)
 
 
+def skip_many(alias: str, job_ids: Sequence[int]) -> list[int]:
+    """failed → cancelled (Skip): the jobs that halt on a failed job (the rest of its
+    sequence) go on, settled by the database at commit. Other statuses are left alone;
+    returns the ids skipped."""
+    with cursor_of(alias) as cursor:
+        cursor.execute(QUERIES["skip"], [list(job_ids)])
+        return sorted(int(r[0]) for r in cursor.fetchall())
+
+
 def cancel(alias: str, job_id: int) -> str | None:
     """One job: ``"cancelled"``, ``"cancel_requested"``, or None (finished, unknown, or a
     cancel was already requested)."""
@@ -104,7 +113,8 @@ class Requeued:
 
 
 def requeue_many(alias: str, job_ids: Sequence[int]) -> list[Requeued]:
-    """failed / cancelled → ready now (Retry); idle workers are woken.
+    """failed / cancelled / expired → ready now (Retry), without a deadline; idle workers
+    are woken.
 
     Attempts are not reset: numbering goes on from the job's last attempt, and the job gets
     as many new attempts as its last round allowed (``max_attempts`` becomes ``attempts +

@@ -1,5 +1,6 @@
-"""Keeping the job tables healthy: stale-job rescue (logged), retention pruning (finished jobs
-and the audit trail), and VACUUM where autovacuum does not run. Workers run these
+"""Keeping the job tables healthy: stale-job rescue and the expiry of jobs past their
+deadline (logged), retention pruning (finished jobs and the audit trail), and VACUUM where
+autovacuum does not run. Workers run these
 periodically; the ``reap_stale`` and ``prune_jobs`` commands run them on demand.
 """
 
@@ -12,14 +13,31 @@ from django.db import connections, transaction
 
 from .. import audit, endings, transitions
 from ..conf import conf
-from ..printable import printable
+from ..printable import counted, printable
+from ..statuses import FINISHED_STATUSES
 
 logger = logging.getLogger("django_pqjobs")
 
 VACUUM_LOCK_KEY = transitions.REAPER_LOCK_KEY + 1  # one vacuuming worker at a time
 FLOW_LOCK_KEY = transitions.REAPER_LOCK_KEY + 2  # one flow sweep at a time
 VACUUM_MIN_DEAD = 10_000
+RETAINED = tuple(str(status) for status in FINISHED_STATUSES)  # PQJOBS["RETENTION"]'s keys
 VACUUM_DEAD_RATIO = 0.1
+
+
+def expire_overdue(alias: str) -> list[int]:
+    """End the jobs past their deadline (a batch), log and announce them (and the dependents
+    their expiry cancelled)."""
+    expired = transitions.expire_overdue(alias)
+    if expired:
+        endings.announce_stored(alias, dict.fromkeys(expired, "expired"), dependents_of=expired)
+        logger.warning(
+            "%s past the deadline before an attempt could start: expired (%s)",
+            counted(len(expired), "job"),
+            ", ".join(f"#{n}" for n in expired[:10]) + (" …" if len(expired) > 10 else ""),
+            extra={"outcome": "expired", "count": len(expired)},
+        )
+    return expired
 
 
 def reap_stale(
@@ -86,7 +104,7 @@ def prune(
     """Delete finished jobs older than their status's retention, in short batches, with
     their attempt history and dependency edges."""
     deleted: dict[str, int] = {}
-    for status in ("done", "failed", "cancelled"):
+    for status in RETAINED:
         age = retention.get(status)
         deleted[status] = 0
         if age is None:
@@ -104,7 +122,7 @@ def prune(
 def prune_batches(alias: str, retention: dict[str, float | None]) -> int:
     """Delete finished batches none of whose jobs is left, once they finished longer ago
     than the longest retention (never while some status is kept forever)."""
-    ages = [retention.get(status) for status in ("done", "failed", "cancelled")]
+    ages = [retention.get(status) for status in RETAINED]
     if any(age is None for age in ages):
         return 0
     with connections[alias].cursor() as cursor:

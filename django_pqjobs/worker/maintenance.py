@@ -1,8 +1,8 @@
 """The maintenance thread: the periodic work beside the executors.
 
-Heartbeats (and the cancel requests they bring back), stale-job rescue, retention pruning
-and the scheduler pass, each on its own interval. It survives database outages: a step
-that fails is logged and tried again at its next turn.
+Heartbeats (and the cancel requests they bring back), stale-job rescue, the expiry of jobs
+past their deadline, retention pruning and the scheduler pass, each on its own interval.
+It survives database outages: a step that fails is logged and tried again at its next turn.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ..printable import counted, printable
 from ..schedules.scheduler import Scheduler
 from .db import reset_connection
 from .heartbeats import WorkerIdentity, heartbeat
-from .housekeeping import prune_finished, reap_stale, release_rate_blocked
+from .housekeeping import expire_overdue, prune_finished, reap_stale, release_rate_blocked
 from .slots import InFlight
 
 logger = logging.getLogger("django_pqjobs")
@@ -39,6 +39,7 @@ class Intervals:
     stale_timeout: float
     flow_sweep: float | None = 0.5
     pause_check: float | None = 1.0
+    expire: float | None = 1.0
 
 
 class Periodic:
@@ -80,6 +81,7 @@ class Maintenance(threading.Thread):
             Periodic(intervals.schedule, self.schedule),
             Periodic(intervals.flow_sweep, self.release_rate_blocked),
             Periodic(intervals.pause_check, self.watch_pauses),
+            Periodic(intervals.expire, self.expire),
         ]
         self.paused: set[tuple[str, str]] | None = None
 
@@ -142,6 +144,10 @@ class Maintenance(threading.Thread):
     def rescue(self) -> None:
         reap_stale(self.alias, self.intervals.stale_timeout)
         transitions.release_unpaused(self.alias)
+
+    def expire(self) -> None:
+        """End the jobs whose deadline passed before they could start."""
+        expire_overdue(self.alias)
 
     def release_rate_blocked(self) -> None:
         release_rate_blocked(self.alias)

@@ -70,8 +70,8 @@ def test_bulk_retry_changes_failed_and_cancelled_and_skips_the_rest(operator):
     ids = one_of_each()
     response = bulk(operator, "retry_action", list(ids.values()))
     assert messages_of(response) == [
-        "2 jobs put back to ready. 4 skipped: only failed or cancelled jobs retry, and not "
-        "while another job of their type holds their dedupe key."
+        "2 jobs put back to ready. 4 skipped: only failed, cancelled or expired jobs retry, and "
+        "not while another job of their type holds their dedupe key."
     ]
     statuses = dict(Job.objects.values_list("pk", "status"))
     assert statuses[ids["failed"]] == statuses[ids["cancelled"]] == "ready"

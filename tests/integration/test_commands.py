@@ -132,6 +132,7 @@ def test_prune_jobs_prints_by_verbosity():
         "done: deleted 1 (older than 7 days)",
         "failed: deleted 0 (older than 30 days)",
         "cancelled: deleted 0 (older than 7 days)",
+        "expired: deleted 0 (older than 7 days)",
         "batches: deleted 0 (finished, no job left)",
         "operator actions: deleted 1 (older than 365 days)",
     ]

@@ -169,7 +169,7 @@ def test_prune_takes_finished_members_their_edges_and_then_the_emptied_batch() -
     assert Dependency.objects.count() == 1
     Job.objects.update(finished_at=timezone.now() - timedelta(days=60))
     Batch.objects.filter(pk=b.id).update(finished_at=timezone.now() - timedelta(days=60))
-    retention = {"done": 86400.0, "failed": 86400.0, "cancelled": 86400.0}
+    retention = {"done": 86400.0, "failed": 86400.0, "cancelled": 86400.0, "expired": 86400.0}
     assert prune("default", retention)["done"] == 3  # two members and the callback
     assert Dependency.objects.count() == 0
     assert not Job.objects.filter(pk=second).exists()

@@ -244,14 +244,15 @@ def test_a_restart_mid_drain_and_a_long_outage_lose_nothing():
         # handlers cut off mid-query were given their attempt back: none was charged
         assert count("SELECT count(*) FROM pqjobs_attempt WHERE outcome <> 'released'") == 0
     # an outage is reported, not a traceback every second
-    # (a record's traceback may chain several: count the records that carry one)
+    # (a record's traceback may chain several: count the records that carry one; at most one
+    # per thread and per maintenance step: the listener, the completer, the claim, the steps)
     lines = output.splitlines()
     with_traceback = [
         lines[n - 1]
         for n, line in enumerate(lines)
         if line.startswith("Traceback") and lines[n - 1]
     ]
-    assert len(with_traceback) <= 6, "\n".join(with_traceback)
+    assert len(with_traceback) <= 7, "\n".join(with_traceback)
     assert output.count("maintenance step schedule failed") <= 2
 
 

@@ -419,7 +419,7 @@ def test_prune_deletes_old_finished_jobs_with_their_history():
     Job.objects.filter(pk__in=[old_done, old_failed]).update(finished_at=now - timedelta(days=40))
     Job.objects.filter(pk=new_done).update(finished_at=now)
     deleted = housekeeping.prune(DB, {"done": 86400, "failed": 86400, "cancelled": None}, batch=1)
-    assert deleted == {"done": 1, "failed": 1, "cancelled": 0}
+    assert deleted == {"done": 1, "failed": 1, "cancelled": 0, "expired": 0}
     assert set(Job.objects.values_list("pk", flat=True)) == {new_done, ready}
     assert not JobAttempt.objects.exists()
 

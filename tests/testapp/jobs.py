@@ -28,6 +28,28 @@ def debounced(ctx: JobContext) -> dict:
     return {"echo": ctx.job.payload}
 
 
+@job("tests.sequenced", sequence="account:{account}")
+def sequenced(ctx: JobContext) -> dict:
+    """One account's jobs run one at a time, in enqueue order: a sequence. Fails for good
+    (PermanentError) while its attempt is at most ``fail_until`` of the payload, and sleeps
+    ``sleep`` seconds first, so overlapping runs of one key would show in the timestamps."""
+    time.sleep(ctx.job.payload.get("sleep", 0))
+    if ctx.attempt <= ctx.job.payload.get("fail_until", 0):
+        raise PermanentError(f"attempt {ctx.attempt} of {ctx.job.payload} fails")
+    return {"n": ctx.job.payload.get("n")}
+
+
+@job("tests.sequenced_continue", sequence="account:{account}", sequence_on_failure="continue")
+def sequenced_continue(ctx: JobContext) -> dict:
+    """A sequence that goes on past a failure."""
+    return sequenced(ctx)
+
+
+@job("tests.expiring", expires_in=0.5)
+def expiring(ctx: JobContext) -> None:
+    """Its jobs must start within half a second of being due."""
+
+
 @job("tests.started_at")
 def started_at(ctx: JobContext) -> float:
     """Returns when its handler started (epoch seconds): the latency benchmark's probe."""

@@ -31,7 +31,12 @@ def test_defaults_pass_the_checks():
         assert conf.STALE_TIMEOUT == 1200
         assert conf.REAP_INTERVAL == 60
         assert conf.QUEUES is None
-        assert conf.RETENTION == {"done": 7 * 86400, "failed": 30 * 86400, "cancelled": 7 * 86400}
+        assert conf.RETENTION == {
+            "done": 7 * 86400,
+            "failed": 30 * 86400,
+            "cancelled": 7 * 86400,
+            "expired": 7 * 86400,
+        }
     assert _ids() == set()
 
 

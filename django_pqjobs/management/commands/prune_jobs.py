@@ -10,19 +10,19 @@ from django.core.management.base import CommandParser
 from ... import audit
 from ...conf import conf
 from ...durations import in_words
-from ...worker.housekeeping import prune, prune_batches
+from ...worker.housekeeping import RETAINED, prune, prune_batches
 from ._arguments import duration
 from ._base import PQJobsCommand
 
 
 class Command(PQJobsCommand):
     help = (
-        "Delete done / failed / cancelled jobs older than PQJOBS['RETENTION'] (with history), "
-        "and operator actions older than PQJOBS['AUDIT_RETENTION']."
+        "Delete done / failed / cancelled / expired jobs older than PQJOBS['RETENTION'] (with "
+        "history), and operator actions older than PQJOBS['AUDIT_RETENTION']."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        for status in ("done", "failed", "cancelled"):
+        for status in RETAINED:
             parser.add_argument(
                 f"--{status}",
                 type=duration,
@@ -34,7 +34,7 @@ class Command(PQJobsCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         alias = self.alias(options)
         retention = dict(conf.RETENTION)
-        for status in ("done", "failed", "cancelled"):
+        for status in RETAINED:
             if options[status] is not None:
                 retention[status] = options[status]
         deleted = prune(alias, retention)

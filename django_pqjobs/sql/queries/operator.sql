@@ -5,11 +5,12 @@
 -- readable): the job gets as many new attempts as its bound was. The cap keeps the column
 -- inside its 32 bits. A job whose dedupe_key another job of its type holds in its window
 -- (the unique index pqjobs_job_unique_key allows one; its predicate is repeated here) stays
--- as it is, and of several retried together with one key only the newest goes back.
+-- as it is, and of several retried together with one key only the newest goes back. A
+-- retried job loses its deadline (an operator's Retry asks for it to run).
 WITH old AS (
     SELECT id, status, job_type, dedupe_key,
            COALESCE(unique_until, 'infinity'::timestamptz) AS window_end FROM pqjobs_job
-    WHERE id = ANY(%s) AND status IN ('failed', 'cancelled')
+    WHERE id = ANY(%s) AND status IN ('failed', 'cancelled', 'expired')
     ORDER BY id
     FOR UPDATE
 ), ranked AS (
@@ -31,7 +32,8 @@ UPDATE pqjobs_job AS j
 SET status = 'ready', retried_from = j.attempts,
     max_attempts = LEAST(j.attempts::bigint + GREATEST(j.max_attempts - j.retried_from, 1),
                          2147483647),
-    run_after = now(), finished_at = NULL, cancel_requested_at = NULL, locked_by = NULL,
+    run_after = now(), finished_at = NULL, cancel_requested_at = NULL, expires_at = NULL,
+    locked_by = NULL,
     locked_at = NULL, heartbeat_at = NULL, updated_at = now()
 FROM chosen
 WHERE j.id = chosen.id
@@ -46,11 +48,15 @@ SELECT 1 FROM pqjobs_dependency d JOIN pqjobs_job p ON p.id = d.depends_on_id
 WHERE d.job_id = ANY(%s) ORDER BY p.id FOR SHARE OF p
 
 -- name: wait_again
+-- (A dependent that halts counts a failed dependency as unfinished.)
 UPDATE pqjobs_job AS j SET status = 'waiting', waiting_for = a.active
 FROM (
     SELECT d.job_id, count(*) AS active FROM pqjobs_dependency d
     JOIN pqjobs_job p ON p.id = d.depends_on_id
-    WHERE d.job_id = ANY(%s) AND p.status NOT IN ('done', 'failed', 'cancelled')
+    JOIN pqjobs_job w ON w.id = d.job_id
+    WHERE d.job_id = ANY(%s)
+      AND (p.status NOT IN ('done', 'failed', 'cancelled', 'expired')
+           OR p.status = 'failed' AND w.on_dependency_failure = 'halt')
     GROUP BY d.job_id
 ) a
 WHERE j.id = a.job_id AND j.status = 'ready'
@@ -102,19 +108,29 @@ SELECT status, queue FROM released
 -- name: delete
 WITH doomed AS (
     DELETE FROM pqjobs_job WHERE id = ANY(%s) AND status <> 'running'
-    RETURNING id, job_type, status
+    RETURNING id, job_type, status, sequence_key
 ), history AS (
     DELETE FROM pqjobs_attempt WHERE job_id IN (SELECT id FROM doomed)
 ), edges AS (
     -- what a deleted job waited for; the edges to a deleted job stay until its dependents
-    -- are settled at commit (they are cancelled, or run, by their policy) and pruned
-    DELETE FROM pqjobs_dependency WHERE job_id IN (SELECT id FROM doomed)
+    -- are settled at commit (they are cancelled, or run, by their policy) and pruned. A
+    -- waiting job of a sequence keeps its own until then too: the settling hands them to
+    -- the job after it (they go when the job they point to is pruned).
+    DELETE FROM pqjobs_dependency
+    WHERE job_id IN (SELECT id FROM doomed
+                     WHERE NOT (status = 'waiting' AND sequence_key IS NOT NULL))
 )
 SELECT id, job_type, status FROM doomed
 
 -- name: cancel
 UPDATE pqjobs_job SET status = 'cancelled', finished_at = now(), updated_at = now()
 WHERE id = ANY(%s) AND status IN ('waiting', 'ready', 'blocked') RETURNING id
+
+-- name: skip
+-- A failed job is set aside (cancelled, its error kept), so the jobs that halt on it (the
+-- rest of its sequence) go on: the database settles them at commit.
+UPDATE pqjobs_job SET status = 'cancelled', finished_at = now(), updated_at = now()
+WHERE id = ANY(%s) AND status = 'failed' RETURNING id
 
 -- name: request_cancel
 UPDATE pqjobs_job SET cancel_requested_at = now(), updated_at = now()

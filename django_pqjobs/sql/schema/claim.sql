@@ -12,7 +12,7 @@
 -- Both run with the caller's rights (SECURITY INVOKER): the worker role's grants on
 -- pqjobs_job, pqjobs_key_slot, pqjobs_rate and pqjobs_pause.
 
--- Locks the next due jobs (FOR UPDATE SKIP LOCKED, in claim order). When none has a
+-- Locks the next due jobs (FOR UPDATE SKIP LOCKED, in claim order; none past its deadline). When none has a
 -- concurrency key or a rate key and nothing is paused (the usual case), claims the first
 -- p_limit of those. Otherwise runs the full claim, planned at each call: the one place that
 -- decides flow control (pauses, rates, concurrency limits). Of the jobs it looked at, those
@@ -68,6 +68,8 @@ CREATE OR REPLACE FUNCTION :"schema".pqjobs_claim(
     waited_on boolean,
     unique_until double precision,
     unique_states smallint,
+    expires_at double precision,
+    sequence_key varchar,
     row_tid text,
     blocked_count bigint
 )
@@ -99,6 +101,8 @@ BEGIN
         FROM :"schema".pqjobs_job
         WHERE status = 'ready' AND run_after <= now()
           AND (p_queues IS NULL OR queue = ANY(p_queues)) AND priority >= p_floor
+          -- past its deadline: left for the sweep to end as expired, never started
+          AND (expires_at IS NULL OR expires_at > now())
         ORDER BY priority DESC, run_after, id
         LIMIT p_look
         FOR UPDATE SKIP LOCKED
@@ -218,7 +222,8 @@ BEGIN
                extract(epoch FROM started_at)::float8, concurrency_key, concurrency_limit,
                rate_key, rate_limit, rate_period, trace_context::text, retried_from, batch_id,
                callback_of_id, waiting_for, on_dependency_failure, has_dependents, waited_on,
-               extract(epoch FROM unique_until)::float8, unique_states, row_tid::text, held.n
+               extract(epoch FROM unique_until)::float8, unique_states,
+               extract(epoch FROM expires_at)::float8, sequence_key, row_tid::text, held.n
         FROM (SELECT count(*) AS n FROM held) AS held LEFT JOIN claimed ON true
         ORDER BY priority DESC, run_after, id$full$
             USING p_worker, p_limit, picked;
@@ -251,7 +256,8 @@ BEGIN
                extract(epoch FROM started_at)::float8, concurrency_key, concurrency_limit,
                rate_key, rate_limit, rate_period, trace_context::text, retried_from, batch_id,
                callback_of_id, waiting_for, on_dependency_failure, has_dependents, waited_on,
-               extract(epoch FROM unique_until)::float8, unique_states, row_tid::text, 0::bigint
+               extract(epoch FROM unique_until)::float8, unique_states,
+               extract(epoch FROM expires_at)::float8, sequence_key, row_tid::text, 0::bigint
         FROM claimed
         ORDER BY priority DESC, run_after, id;
 END

@@ -10,7 +10,10 @@
 -- exactly one transaction see its last member finish.
 --
 -- Status changes made here: waiting → ready (the last dependency done), waiting →
--- cancelled (a dependency failed, was cancelled or deleted, and the dependent cancels).
+-- cancelled (a dependency failed, was cancelled, expired or was deleted, and the dependent
+-- cancels). A dependent whose policy is 'halt' (a sequence's) does not count a dependency
+-- that failed: it goes on once that job is retried and done, or skipped (failed →
+-- cancelled, or deleted), so those endings of a failed job are noted too.
 -- The functions run with the owner's rights (SECURITY DEFINER) so that roles that finish,
 -- cancel or delete jobs need no grant on pqjobs_settle or pqjobs_batch; no client role may
 -- call them (privileges.sql), but pqjobs_batch_seal().
@@ -31,12 +34,16 @@ DECLARE
 BEGIN
     IF TG_OP = 'DELETE' THEN
         first := current_setting('pqjobs.unsettled', true) IS DISTINCT FROM 'on';
+        -- (a failed job that halts its dependents is noted without its batch: the batch
+        -- counted it when it failed, and a finished member's deletion leaves its counts)
         INSERT INTO :"schema".pqjobs_settle
-        SELECT txid_current(), o.id, o.batch_id, o.has_dependents, o.status, 'deleted',
-               first AND row_number() OVER () = 1
+        SELECT txid_current(), o.id,
+               CASE WHEN o.status = 'failed' THEN NULL ELSE o.batch_id END,
+               o.has_dependents, o.status, 'deleted', first AND row_number() OVER () = 1
         FROM pqjobs_old o
         WHERE (o.batch_id IS NOT NULL OR o.has_dependents)
-          AND o.status NOT IN ('done', 'failed', 'cancelled');
+              AND o.status NOT IN ('done', 'failed', 'cancelled', 'expired')
+           OR o.has_dependents AND o.status = 'failed';
     ELSE
         -- (in this branch: the DELETE trigger has no pqjobs_new)
         IF NOT EXISTS (
@@ -66,8 +73,9 @@ BEGIN
             GROUP BY v.id
         ) c
         WHERE c.new_status IS NOT NULL
-          AND (c.old_status IN ('done', 'failed', 'cancelled'))
-              <> (c.new_status IN ('done', 'failed', 'cancelled'));
+          AND ((c.old_status IN ('done', 'failed', 'cancelled', 'expired'))
+               <> (c.new_status IN ('done', 'failed', 'cancelled', 'expired'))
+               OR c.old_status = 'failed' AND c.new_status IN ('cancelled', 'expired'));
     END IF;
     GET DIAGNOSTICS noted = ROW_COUNT;
     IF first AND noted > 0 THEN
@@ -144,9 +152,16 @@ END
 $$;
 
 -- Settles every note of this transaction, at its commit (fired by the first note).
+-- Sequential scans off: the notes come as arrays the planner guesses a hundred-odd rows
+-- of, so it would hash-join them with a whole pqjobs_dependency read at every commit (a
+-- sequence's drain spent half its time there); off, it looks each edge up by its index.
+-- JIT off with it: plans whose only path is a "disabled" sequential scan (a small table)
+-- cost enough to be compiled, which takes far longer than running them.
 CREATE OR REPLACE FUNCTION :"schema".pqjobs_settle() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
     me bigint := txid_current();
@@ -173,29 +188,78 @@ BEGIN
         EXIT WHEN a_job IS NULL;
         cascaded := 0;
 
-        -- Dependents of prerequisites that finished (or were deleted while active).
+        -- Dependents of prerequisites that finished (or were deleted while active), and of
+        -- failed ones skipped (for dependents that halt).
         IF true = ANY(a_dependents) THEN
+            -- A job of a sequence that leaves it while still waiting (cancelled, expired,
+            -- deleted) hands what it waited for to the job after it, so the sequence still runs one
+            -- job at a time. Those prerequisites are locked first: one finishing meanwhile
+            -- does so after this commit, and its commit then sees the new edge.
+            PERFORM 1 FROM :"schema".pqjobs_job e
+            WHERE e.id IN (
+                SELECT p.depends_on_id FROM :"schema".pqjobs_dependency p
+                JOIN unnest(a_job, a_dependents, a_old, a_new)
+                     AS s(job_id, has_dependents, old_status, new_status)
+                     ON s.job_id = p.job_id
+                WHERE s.has_dependents AND s.old_status = 'waiting'
+                  AND s.new_status IN ('cancelled', 'expired', 'deleted'))
+            ORDER BY e.id
+            FOR NO KEY UPDATE;
+            WITH handed AS (
+                INSERT INTO :"schema".pqjobs_dependency (job_id, depends_on_id)
+                SELECT DISTINCT f.job_id, p.depends_on_id
+                FROM unnest(a_job, a_dependents, a_old, a_new)
+                     AS s(job_id, has_dependents, old_status, new_status)
+                JOIN :"schema".pqjobs_dependency f ON f.depends_on_id = s.job_id
+                JOIN :"schema".pqjobs_job w
+                     ON w.id = f.job_id AND w.status = 'waiting' AND w.sequence_key IS NOT NULL
+                JOIN :"schema".pqjobs_dependency p ON p.job_id = s.job_id
+                JOIN :"schema".pqjobs_job e ON e.id = p.depends_on_id
+                WHERE s.has_dependents AND s.old_status = 'waiting'
+                  AND s.new_status IN ('cancelled', 'expired', 'deleted')
+                  AND (e.status NOT IN ('done', 'failed', 'cancelled', 'expired')
+                       OR e.status = 'failed' AND w.on_dependency_failure = 'halt')
+                ON CONFLICT DO NOTHING
+                RETURNING job_id
+            )
+            UPDATE :"schema".pqjobs_job AS j SET waiting_for = j.waiting_for + h.n
+            FROM (SELECT job_id, count(*) AS n FROM handed GROUP BY job_id) h
+            WHERE j.id = h.job_id;
             PERFORM 1 FROM :"schema".pqjobs_job j
             WHERE j.status = 'waiting' AND j.id IN (
                 SELECT d.job_id FROM :"schema".pqjobs_dependency d
                 JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
                      AS s(job_id, batch_id, has_dependents, old_status, new_status)
                      ON s.job_id = d.depends_on_id
-                WHERE s.has_dependents AND s.old_status NOT IN ('done', 'failed', 'cancelled'))
+                WHERE s.has_dependents AND s.old_status NOT IN ('done', 'cancelled', 'expired'))
             ORDER BY j.id
             FOR UPDATE;
-            WITH x AS (
-                SELECT d.job_id,
-                       count(*) AS finished,
-                       min(s.job_id) FILTER (WHERE s.new_status <> 'done') AS bad_id,
-                       (array_agg(s.new_status ORDER BY s.job_id)
-                            FILTER (WHERE s.new_status <> 'done'))[1] AS bad_status
+            WITH e AS (
+                -- Each edge to a waiting dependent, and whether this change ends the wait on
+                -- it: an active job that finished (a dependent that halts does not count a
+                -- failure), or a failed one skipped, for a dependent that halts.
+                SELECT d.job_id, s.job_id AS prerequisite, s.new_status,
+                       CASE WHEN w.on_dependency_failure = 'halt' THEN
+                                s.old_status NOT IN ('done', 'failed', 'cancelled', 'expired')
+                                AND s.new_status <> 'failed'
+                                OR s.old_status = 'failed'
+                                   AND s.new_status IN ('cancelled', 'expired', 'deleted')
+                            ELSE s.old_status NOT IN ('done', 'failed', 'cancelled', 'expired')
+                       END AS ends
                 FROM :"schema".pqjobs_dependency d
                 JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
                      AS s(job_id, batch_id, has_dependents, old_status, new_status)
                      ON s.job_id = d.depends_on_id
-                WHERE s.has_dependents AND s.old_status NOT IN ('done', 'failed', 'cancelled')
-                GROUP BY d.job_id
+                JOIN :"schema".pqjobs_job w ON w.id = d.job_id AND w.status = 'waiting'
+                WHERE s.has_dependents AND s.old_status NOT IN ('done', 'cancelled', 'expired')
+            ), x AS (
+                SELECT e.job_id,
+                       count(*) AS finished,
+                       min(e.prerequisite) FILTER (WHERE e.new_status <> 'done') AS bad_id,
+                       (array_agg(e.new_status ORDER BY e.prerequisite)
+                            FILTER (WHERE e.new_status <> 'done'))[1] AS bad_status
+                FROM e WHERE e.ends
+                GROUP BY e.job_id
             ), moved AS (
                 UPDATE :"schema".pqjobs_job AS j SET
                     waiting_for = j.waiting_for - x.finished,
@@ -215,6 +279,7 @@ BEGIN
                             THEN format('dependency #%s %s', x.bad_id, CASE x.bad_status
                                 WHEN 'failed' THEN 'failed'
                                 WHEN 'cancelled' THEN 'was cancelled'
+                                WHEN 'expired' THEN 'expired'
                                 ELSE 'was deleted before it finished' END)
                         ELSE j.last_error END,
                     updated_at = now()
@@ -235,16 +300,17 @@ BEGIN
         -- finished (and that is sealed) gets its callbacks.
         FOR b IN
             SELECT s.batch_id,
-                   sum((s.old_status IN ('done', 'failed', 'cancelled'))::integer
-                       - (s.new_status IN ('done', 'failed', 'cancelled')
+                   sum((s.old_status IN ('done', 'failed', 'cancelled', 'expired'))::integer
+                       - (s.new_status IN ('done', 'failed', 'cancelled', 'expired')
                           OR s.new_status = 'deleted')::integer)
                        AS d_pending,
                    sum((s.new_status = 'done')::integer - (s.old_status = 'done')::integer)
                        AS d_done,
                    sum((s.new_status = 'failed')::integer
                        - (s.old_status = 'failed')::integer) AS d_failed,
-                   sum((s.new_status IN ('cancelled', 'deleted'))::integer
-                       - (s.old_status = 'cancelled')::integer) AS d_cancelled
+                   -- (an expired member counts as cancelled: it never ran)
+                   sum((s.new_status IN ('cancelled', 'expired', 'deleted'))::integer
+                       - (s.old_status IN ('cancelled', 'expired'))::integer) AS d_cancelled
             FROM unnest(a_job, a_batch, a_dependents, a_old, a_new)
                 AS s(job_id, batch_id, has_dependents, old_status, new_status)
             WHERE s.batch_id IS NOT NULL
@@ -296,6 +362,6 @@ DROP TRIGGER IF EXISTS pqjobs_job_waited_finished ON :"schema".pqjobs_job;
 CREATE TRIGGER pqjobs_job_waited_finished
 AFTER UPDATE OF status ON :"schema".pqjobs_job
 FOR EACH ROW
-WHEN (NEW.waited_on AND NEW.status IN ('done', 'failed', 'cancelled')
-      AND OLD.status NOT IN ('done', 'failed', 'cancelled'))
+WHEN (NEW.waited_on AND NEW.status IN ('done', 'failed', 'cancelled', 'expired')
+      AND OLD.status NOT IN ('done', 'failed', 'cancelled', 'expired'))
 EXECUTE FUNCTION :"schema".pqjobs_announce_finish();

@@ -10,6 +10,10 @@
 -- unique_states say (1, 2, 4); with p_unique_for its key is held for the window of that
 -- many seconds it was enqueued in (windows start at multiples of the period since
 -- 1970-01-01 UTC; unique_until is the window's end). A duplicate returns NULL.
+--
+-- A deadline: p_expires_at, or p_expires_in seconds after the job is first due (its
+-- run_after); no attempt starts after it (pqjobs_claim), and the worker's sweep ends a job
+-- still waiting, ready or blocked then as expired.
 
 -- Whether some worker LISTENs now (pqjobs_worker.listening). A NOTIFY costs the notifying
 -- transaction a database-wide lock through its commit, so enqueues send one only while a
@@ -44,13 +48,17 @@ CREATE OR REPLACE FUNCTION :"schema".pqjobs_enqueue(
     p_rate_limit integer DEFAULT NULL,
     p_rate_period double precision DEFAULT NULL,
     p_unique_for double precision DEFAULT NULL,
-    p_unique_states smallint DEFAULT NULL
+    p_unique_states smallint DEFAULT NULL,
+    p_expires_at timestamptz DEFAULT NULL,
+    p_expires_in double precision DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     new_id bigint;
+    due timestamptz;
+    deadline timestamptz;
     -- C0 controls and DEL, as options.py refuses them in names and keys
     control constant text := '[\x01-\x1f\x7f]';
     -- durations.MAX_DURATION: 100 years
@@ -93,6 +101,21 @@ BEGIN
             'years, got %', p_timeout_seconds
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_expires_at IS NOT NULL AND p_expires_in IS NOT NULL
+       OR NOT (p_expires_in > 0 AND p_expires_in <= max_seconds)
+       OR NOT p_expires_at BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: give expires_at or expires_in, not both (expires_in '
+            'more than 0 seconds, at most 100 years; expires_at between the years 1 and '
+            '9999), got % and %', quote_nullable(p_expires_at), quote_nullable(p_expires_in)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    due := COALESCE(p_run_at, now()) + make_interval(secs => p_delay_seconds);
+    deadline := COALESCE(p_expires_at, due + make_interval(secs => p_expires_in));
+    IF deadline <= due THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: the deadline % is not after the job is due (%): it '
+            'could never start', deadline, due
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF p_dedupe_key = '' THEN
         RAISE EXCEPTION 'pqjobs_enqueue: dedupe_key must be NULL or non-empty text'
             USING ERRCODE = 'invalid_parameter_value';
@@ -133,13 +156,12 @@ BEGIN
             job_type, queue, payload, status, priority, attempts, max_attempts, run_after,
             timeout_seconds, dedupe_key, parent_id, schedule_id, last_error, error_type,
             trace_context, created_at, updated_at, concurrency_key, concurrency_limit,
-            rate_key, rate_limit, rate_period
+            rate_key, rate_limit, rate_period, expires_at
         ) VALUES (
-            p_job_type, p_queue, p_payload, 'ready', p_priority, 0, p_max_attempts,
-            COALESCE(p_run_at, now()) + make_interval(secs => p_delay_seconds),
+            p_job_type, p_queue, p_payload, 'ready', p_priority, 0, p_max_attempts, due,
             p_timeout_seconds, NULL, p_parent_id, p_schedule_id, '', '', p_trace_context,
             now(), now(), p_concurrency_key, p_concurrency_limit, p_rate_key, p_rate_limit,
-            p_rate_period
+            p_rate_period, deadline
         )
         RETURNING id INTO new_id;
     ELSE
@@ -147,16 +169,15 @@ BEGIN
             job_type, queue, payload, status, priority, attempts, max_attempts, run_after,
             timeout_seconds, dedupe_key, parent_id, schedule_id, last_error, error_type,
             trace_context, created_at, updated_at, concurrency_key, concurrency_limit,
-            rate_key, rate_limit, rate_period, unique_until, unique_states
+            rate_key, rate_limit, rate_period, unique_until, unique_states, expires_at
         ) VALUES (
-            p_job_type, p_queue, p_payload, 'ready', p_priority, 0, p_max_attempts,
-            COALESCE(p_run_at, now()) + make_interval(secs => p_delay_seconds),
+            p_job_type, p_queue, p_payload, 'ready', p_priority, 0, p_max_attempts, due,
             p_timeout_seconds, p_dedupe_key, p_parent_id, p_schedule_id, '', '',
             p_trace_context, now(), now(), p_concurrency_key, p_concurrency_limit,
             p_rate_key, p_rate_limit, p_rate_period,
             to_timestamp((floor(extract(epoch FROM now())::double precision / p_unique_for) + 1)
                          * p_unique_for),
-            COALESCE(p_unique_states, 0)
+            COALESCE(p_unique_states, 0), deadline
         )
         ON CONFLICT (job_type, dedupe_key, (COALESCE(unique_until, 'infinity'::timestamptz)))
             WHERE dedupe_key IS NOT NULL AND (status IN ('ready', 'blocked', 'running') OR (unique_states & CASE status WHEN 'done' THEN 1 WHEN 'failed' THEN 2 WHEN 'cancelled' THEN 4 ELSE 0 END) <> 0)

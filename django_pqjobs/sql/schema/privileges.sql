@@ -17,7 +17,7 @@
 REVOKE ALL ON FUNCTION :"schema".pqjobs_enqueue(
     text, text, jsonb, integer, integer, timestamptz, double precision, double precision,
     text, bigint, bigint, text, jsonb, text, integer, text, integer, double precision,
-    double precision, smallint
+    double precision, smallint, timestamptz, double precision
 ) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_anyone_listens() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_claim(text, integer, text[], integer, integer) FROM PUBLIC;
