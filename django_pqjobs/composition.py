@@ -136,39 +136,67 @@ def _as_finished(status: str) -> str:
     return {"failed": "failed", "expired": "expired"}.get(status, "was cancelled")
 
 
-# Enqueuers of one sequence take turns from before the INSERT to their commit, so ids
-# follow the order of the turns and each finds the job enqueued before it.
-_SEQUENCE_TURN = "SELECT pg_advisory_xact_lock(hashtext('pqjobs.sequence'), hashtext(%s))"
-# The job the new one waits for: the last of its sequence that still holds its place (not
-# done, cancelled or expired; failed too while the sequence halts on failures). The partial
-# index pqjobs_job_sequence holds just these rows.
-_SEQUENCE_TAIL = """
-SELECT id FROM pqjobs_job
-WHERE sequence_key = %(key)s AND NOT (status IN ('done', 'cancelled', 'expired'))
-  AND id <> %(me)s AND (%(halt)s OR status <> 'failed')
-ORDER BY id DESC
-LIMIT 1
+# Enqueuers of one sequence take turns on its row of pqjobs_sequence, from before the
+# INSERT to their commit (the upsert locks the row; the next enqueuer then reads the id the
+# last one wrote), so ids follow the order of the turns and each finds the job before it.
+_SEQUENCE_TURN = """
+INSERT INTO pqjobs_sequence (key, last_job_id) VALUES (%s, NULL)
+ON CONFLICT (key) DO UPDATE SET key = EXCLUDED.key
+RETURNING last_job_id
 """
+_SEQUENCE_NEXT = "UPDATE pqjobs_sequence SET last_job_id = %s WHERE key = %s"
 _SET_SEQUENCE = "UPDATE pqjobs_job SET sequence_key = %s WHERE id = %s"
+_STATUS = "SELECT status FROM pqjobs_job WHERE id = %s"
+# What a job that left the sequence (cancelled, expired, deleted) waited for: its place in
+# line (its edges stay, a deleted sequenced job's too, until that job is pruned).
+_WAITED_FOR = """
+SELECT depends_on_id FROM pqjobs_dependency WHERE job_id = %s ORDER BY depends_on_id DESC LIMIT 1
+"""
+_STILL_IN_LINE = ("waiting", "ready", "blocked", "running")
 
 
-def take_turn(cursor: Any, key: str) -> None:
-    """Wait for this sequence's other enqueuers (until this transaction ends)."""
+def take_turn(cursor: Any, key: str) -> int | None:
+    """Wait for this sequence's other enqueuers (until this transaction ends); returns the
+    id of the job enqueued last in it (None: none yet)."""
     cursor.execute(_SEQUENCE_TURN, [key])
+    last = cursor.fetchone()[0]
+    return None if last is None else int(last)
 
 
-def follow(cursor: Any, job_id: int, key: str, on_failure: str, where: str) -> str:
-    """Put the just-inserted (still ready, uncommitted) job at the end of sequence ``key``:
-    it waits for the job before it (a dependency whose policy is ``"halt"``, or ``"run"``
-    when the sequence continues past failures). Call :func:`take_turn` before the INSERT.
-    Returns the job's status: ``waiting``, or ``ready`` (first in line)."""
+def follow(
+    cursor: Any, job_id: int, key: str, last: int | None, on_failure: str, where: str
+) -> str:
+    """Put the just-inserted (still ready, uncommitted) job at the end of sequence ``key``,
+    after ``last`` (what :func:`take_turn`, called before the INSERT, returned): it waits
+    for the job before it that still holds its place (a dependency whose policy is
+    ``"halt"``, or ``"run"`` when the sequence continues past failures). Returns the job's
+    status: ``waiting``, or ``ready`` (first in line)."""
     halt = on_failure == "halt"
-    cursor.execute(_SEQUENCE_TAIL, {"key": key, "me": job_id, "halt": halt})
-    row = cursor.fetchone()
     cursor.execute(_SET_SEQUENCE, [key, job_id])
-    if row is None:
+    cursor.execute(_SEQUENCE_NEXT, [job_id, key])
+    before = _in_line(cursor, last, halt)
+    if before is None:
         return "ready"
-    return depend(cursor, job_id, [int(row[0])], "halt" if halt else "run", where)
+    return depend(cursor, job_id, [before], "halt" if halt else "run", where)
+
+
+def _in_line(cursor: Any, candidate: int | None, halt: bool) -> int | None:
+    """The job the next one waits for, starting from the last enqueued: itself while it
+    holds its place (not finished; failed, when the sequence halts), else (it was
+    cancelled, expired or deleted) what it waited for, and so on; None once a job that ran
+    to its end is met (the ones before it ended too)."""
+    while candidate is not None:
+        cursor.execute(_STATUS, [candidate])
+        row = cursor.fetchone()
+        status = None if row is None else str(row[0])
+        if status in _STILL_IN_LINE or (status == "failed" and halt):
+            return candidate
+        if status in ("done", "failed"):
+            return None
+        cursor.execute(_WAITED_FOR, [candidate])
+        found = cursor.fetchone()
+        candidate = None if found is None else int(found[0])
+    return None
 
 
 def settle_now(alias: str) -> None:

@@ -331,9 +331,10 @@ def insert(job: PreparedJob, using: str | None = None) -> int:
         batch=open_batch is not None,
     )
     with transaction.atomic(using=alias):
+        last = None
         if job.sequence_key is not None:
             with connections[alias].cursor() as cursor:
-                composition.take_turn(cursor, job.sequence_key)
+                last = composition.take_turn(cursor, job.sequence_key)
         job_id = _insert_plain(job, alias)
         with connections[alias].cursor() as cursor:
             if open_batch is not None:
@@ -341,7 +342,9 @@ def insert(job: PreparedJob, using: str | None = None) -> int:
             if job.depends_on:
                 composition.depend(cursor, job_id, job.depends_on, job.on_dependency_failure, where)
             if job.sequence_key is not None:
-                composition.follow(cursor, job_id, job.sequence_key, job.sequence_on_failure, where)
+                composition.follow(
+                    cursor, job_id, job.sequence_key, last, job.sequence_on_failure, where
+                )
     return job_id
 
 

@@ -155,16 +155,20 @@ def check_lag(
 
     Jobs held back by a concurrency or rate limit count: they wait for room. Jobs a paused
     queue or job type holds do not fail the check (pausing is an operator's decision), but
-    the line says how many there are.
+    the line says how many there are; so it does of the jobs that expired in the last hour
+    (their deadline passed before a worker got to them: a sign of lag gone by).
     """
     names = list(queues) if queues else None
     try:
         lag = monitoring.oldest_due_seconds(using, names)
         paused = monitoring.held_by_pause(using, names)
+        expired = monitoring.expired_lately(using, names)
     except DatabaseError as exc:
         return _unreachable(exc)
     where = f" in {', '.join(queues)}" if queues else ""
     held = f"; {counted(paused, 'job')} held by a pause" if paused else ""
+    if expired:
+        held += f"; {counted(expired, 'job')} expired in the last hour"
     if lag > max_lag:
         waited = f"the oldest due job{where} has waited {lag:.0f} s (max {max_lag:g} s)"
         return Health(LAGGING, f"lagging: {waited}{held}")

@@ -109,6 +109,9 @@ class JobQuerySet(models.QuerySet["Job"]):
     def cancelled(self) -> JobQuerySet:
         return self.filter(status=JobStatus.CANCELLED)
 
+    def expired(self) -> JobQuerySet:
+        return self.filter(status=JobStatus.EXPIRED)
+
     def finished(self) -> JobQuerySet:
         return self.filter(status__in=FINISHED_STATUSES)
 
@@ -336,15 +339,6 @@ class Job(models.Model):
                     status__in=(JobStatus.WAITING, JobStatus.READY, JobStatus.BLOCKED),
                 ),
                 name="pqjobs_job_expiring",
-            ),
-            # Sequences: the last job of a sequence (a new job waits for it), and the halted
-            # ones (the admin's filter). Done, cancelled and expired jobs hold no place.
-            models.Index(
-                "sequence_key",
-                F("id").desc(),
-                condition=Q(sequence_key__isnull=False)
-                & ~Q(status__in=(JobStatus.DONE, JobStatus.CANCELLED, JobStatus.EXPIRED)),
-                name="pqjobs_job_sequence",
             ),
         ]
         constraints = [
@@ -619,6 +613,23 @@ class ConcurrencySetting(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}: {self.concurrency}"
+
+
+class SequenceTail(models.Model):
+    """The job enqueued last in a sequence (``@job(sequence=...)``): the next one waits for
+    it. Its row is also the lock enqueuers of the sequence take turns on, so each finds
+    the one before it. (A lookup by primary key: the job table needs no index for it, and
+    its updates no index entry more.)"""
+
+    key = models.CharField(max_length=DEDUPE_KEY_MAX_LENGTH, primary_key=True)
+    last_job_id = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        db_table = "pqjobs_sequence"
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return f"sequence {self.key}: last job #{self.last_job_id}"
 
 
 class OverlapPolicy(models.TextChoices):

@@ -81,7 +81,7 @@ class Depth:
 
 def depth(alias: str | None = None) -> list[Depth]:
     """Ready (and due), blocked (per ``blocked_by``), waiting, running and failed jobs per
-    queue and job type.
+    queue and job type, and those that expired in the last 24 hours.
 
     Failed jobs are counted exactly while there are at most :data:`FAILED_EXACT_UP_TO`.
     Past that their counts are ``estimated``: the planner's estimate of all failed jobs,
@@ -177,6 +177,23 @@ def held_by_pause(alias: str | None = None, queues: list[str] | None = None) -> 
     """How many jobs (of ``queues``, default all) a paused queue or job type holds now."""
     sql = _HELD_BY_PAUSE.replace("{queue_filter}", "AND queue = ANY(%s)" if queues else "")
     rows = _read(alias, sql, [queues] if queues else [])
+    return int(rows[0][0]) if rows else 0
+
+
+# A range of the finished-jobs index.
+_EXPIRED_LATELY = """
+SELECT count(*) FROM pqjobs_job
+WHERE status = 'expired' AND finished_at > now() - make_interval(secs => %s) {queue_filter}
+"""
+
+
+def expired_lately(
+    alias: str | None = None, queues: list[str] | None = None, seconds: float = 3600.0
+) -> int:
+    """How many jobs (of ``queues``, default all) expired in the last ``seconds``: their
+    deadline passed before a worker could start them."""
+    sql = _EXPIRED_LATELY.replace("{queue_filter}", "AND queue = ANY(%s)" if queues else "")
+    rows = _read(alias, sql, [seconds, queues] if queues else [seconds])
     return int(rows[0][0]) if rows else 0
 
 

@@ -17,7 +17,7 @@ from django_pqjobs import enqueue_job, enqueue_many
 
 from ..harness import Result, reset_tables, sql, wait_until, worker_process
 
-ROUNDS = 3
+ROUNDS = 5
 
 
 def drain_rate(keys: int, per_key: int, sequenced: bool) -> float:

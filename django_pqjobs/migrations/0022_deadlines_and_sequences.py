@@ -1,6 +1,7 @@
 """Deadlines and sequences: a job's ``expires_at`` (no attempt starts after it; the sweep
 ends it ``expired``, a new final status) and ``sequence_key`` (jobs of one key run one at a
-time, in enqueue order), a ``halt`` dependency policy, and the Skip audit action.
+time, in enqueue order; ``pqjobs_sequence`` holds each sequence's last job), a ``halt``
+dependency policy, and the Skip audit action.
 ``pqjobs_enqueue()`` takes the deadline, ``pqjobs_claim()`` leaves jobs past it alone and
 returns the new columns, and the composition triggers know ``expired`` and ``halt``. See
 ``django_pqjobs/sql/migrations/0022_deadlines_and_sequences.up.sql``."""
@@ -117,17 +118,16 @@ class Migration(migrations.Migration):
                 name="pqjobs_job_expiring",
             ),
         ),
-        migrations.AddIndex(
-            model_name="job",
-            index=models.Index(
-                models.F("sequence_key"),
-                models.OrderBy(models.F("id"), descending=True),
-                condition=models.Q(
-                    ("sequence_key__isnull", False),
-                    models.Q(("status__in", ("done", "cancelled", "expired")), _negated=True),
+        migrations.CreateModel(
+            name="SequenceTail",
+            fields=[
+                (
+                    "key",
+                    models.CharField(max_length=255, primary_key=True, serialize=False),
                 ),
-                name="pqjobs_job_sequence",
-            ),
+                ("last_job_id", models.BigIntegerField(blank=True, null=True)),
+            ],
+            options={"db_table": "pqjobs_sequence", "ordering": ["key"]},
         ),
         sql.migration("0022_deadlines_and_sequences"),
     ]

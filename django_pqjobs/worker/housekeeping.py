@@ -130,6 +130,34 @@ def prune_batches(alias: str, retention: dict[str, float | None]) -> int:
         return int(cursor.rowcount)
 
 
+# A sequence whose last job is gone (pruned) starts afresh at its next enqueue. An enqueuer
+# holding the row is skipped, and a row one updated meanwhile is kept: the DELETE re-reads
+# the row it meets and compares the job it names.
+_PRUNE_SEQUENCES = """
+WITH gone AS (
+    SELECT s.key, s.last_job_id FROM pqjobs_sequence s
+    WHERE NOT EXISTS (SELECT 1 FROM pqjobs_job j WHERE j.id = s.last_job_id)
+    LIMIT %(batch)s
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM pqjobs_sequence s USING gone
+WHERE s.key = gone.key AND s.last_job_id IS NOT DISTINCT FROM gone.last_job_id
+"""
+
+
+def prune_sequences(alias: str, batch: int = 5000, max_batches: int = 100) -> int:
+    """Forget the sequences whose last job is gone (pruned or deleted), in short batches."""
+    deleted = 0
+    for _ in range(max_batches):
+        with connections[alias].cursor() as cursor:
+            cursor.execute(_PRUNE_SEQUENCES, {"batch": batch})
+            count = int(cursor.rowcount)
+        deleted += count
+        if count < batch:
+            break
+    return deleted
+
+
 def prune_finished(alias: str) -> dict[str, int]:
     """Prune by ``PQJOBS['RETENTION']`` and the audit trail by ``PQJOBS['AUDIT_RETENTION']``,
     then vacuum if autovacuum is off for the tables. Returns the jobs deleted per status."""
@@ -139,6 +167,9 @@ def prune_finished(alias: str) -> dict[str, int]:
     batches = prune_batches(alias, conf.RETENTION)
     if batches:
         logger.info("pruned %d finished batches", batches)
+    sequences = prune_sequences(alias)
+    if sequences:
+        logger.info("forgot %d sequences whose last job is gone", sequences)
     actions = audit.prune(alias, conf.AUDIT_RETENTION)
     if actions:
         logger.info("pruned %d operator actions from the audit trail", actions)

@@ -9,14 +9,23 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.urls import reverse
 from django.utils import timezone
 
-from django_pqjobs import InvalidJobOption, enqueue_job, enqueue_many, retry_job
+from django_pqjobs import (
+    InvalidJobOption,
+    batch,
+    enqueue_job,
+    enqueue_many,
+    get_batch,
+    monitoring,
+    retry_job,
+)
 from django_pqjobs.models import Job
 from django_pqjobs.testing import drain
 from django_pqjobs.worker.claiming import claim_jobs
 from django_pqjobs.worker.housekeeping import expire_overdue
-from tests.helpers import run_jobs, wait_for
+from tests.helpers import make_user, run_jobs, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -86,11 +95,32 @@ def test_a_running_job_is_never_expired_and_a_retry_past_the_deadline_is():
 def test_dependents_of_an_expired_job_are_cancelled_and_batches_count_it_as_cancelled():
     first = enqueue_job("tests.echo", {}, delay=3600, expires_in=60)
     second = enqueue_job("tests.echo", {}, depends_on=[first])
-    overdue(first)
-    expire_overdue("default")
+    with batch() as opened:
+        member = enqueue_job("tests.echo", {}, delay=3600, expires_in=60)
+    overdue(first, member)
+    assert expire_overdue("default") == [first, member]
     dependent = Job.objects.get(pk=second)
     assert (dependent.status, dependent.error_type) == ("cancelled", "DependencyFailed")
     assert dependent.last_error == f"dependency #{first} expired"
+    counted = get_batch(opened.id)
+    assert (counted.pending, counted.cancelled, counted.failed) == (0, 1, 0)
+
+
+def test_the_admin_metrics_and_dashboard_show_expired_jobs():
+    waiting = enqueue_job("tests.echo", {}, expires_in=60)
+    expired = enqueue_job("tests.echo", {}, expires_in=60)
+    overdue(expired)
+    expire_overdue("default")
+    client = make_user("ops", "view_job")
+    listed = client.get("/admin/django_pqjobs/job/?status__exact=expired").content.decode()
+    assert f"/admin/django_pqjobs/job/{expired}/change/" in listed
+    assert f"/admin/django_pqjobs/job/{waiting}/change/" not in listed
+    page = client.get(f"/admin/django_pqjobs/job/{waiting}/change/").content.decode()
+    assert "must start by" in page and "no attempt starts after it" in page
+    dashboard = client.get(reverse("admin:django_pqjobs_job_dashboard")).content.decode()
+    assert "expired 1" in dashboard
+    counts = {(d.status, d.count) for d in monitoring.depth("default")}
+    assert ("expired", 1) in counts
 
 
 def test_a_worker_expires_overdue_jobs_and_runs_the_rest():

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from django_pqjobs import enqueue_job, flow, transitions
 from django_pqjobs.models import Job, WorkerRecord
+from django_pqjobs.worker.housekeeping import expire_overdue
 from tests.helpers import ROOT, run_jobs, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -142,6 +143,16 @@ def test_jobs_held_by_a_pause_are_named_but_do_not_fail_the_lag_check():
     assert code == 3
     assert line.startswith("lagging: the oldest due job has waited 60")
     assert line.endswith("; 1 job held by a pause")
+
+
+def test_jobs_that_expired_lately_are_named_but_do_not_fail_the_lag_check():
+    job_id = enqueue_job("tests.noop", queue="slow", expires_in=60)
+    Job.objects.filter(pk=job_id).update(expires_at=F("run_after"))
+    assert expire_overdue(connection.alias) == [job_id]
+    code, line = health("--skip-worker", "--max-lag", "5m", "--queue", "slow")
+    assert code == 0 and line == "ok: lag 0.0 s in slow (max 300 s); 1 job expired in the last hour"
+    code, line = health("--skip-worker", "--max-lag", "5m", "--queue", "other")
+    assert code == 0 and "expired" not in line
 
 
 def staff_client() -> Client:

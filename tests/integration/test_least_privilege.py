@@ -241,6 +241,8 @@ def test_the_web_role_enqueues_and_reads_results_and_nothing_more(roles):
             enqueue_on_commit("t", {"on": "commit"})
         assert cancel_job(ids[0]) == "cancelled" and retry_job(ids[0])
         assert cancel_job(ids[1], by="support-bot") == "cancelled"
+        first = enqueue_job("tests.sequenced", {"account": 1})  # a sequence, a deadline
+        second = enqueue_job("tests.sequenced", {"account": 1}, expires_in="1h")
         for statement in (
             f"DELETE FROM pqjobs_job WHERE id = {done}",
             "SELECT * FROM pqjobs_attempt",
@@ -252,6 +254,10 @@ def test_the_web_role_enqueues_and_reads_results_and_nothing_more(roles):
     assert Job.objects.get(pk=replaced).status == "cancelled"  # replaced by the bulk call
     assert OperatorAction.objects.get().actor == "support-bot"
     assert Job.objects.filter(payload={"on": "commit"}).exists()
+    assert list(Job.objects.filter(pk__in=[first, second]).values_list("status", flat=True)) == [
+        "waiting",
+        "ready",
+    ]  # newest first
 
 
 def _grant_the_projects_own_tables(role: str) -> None:

@@ -98,6 +98,34 @@ def test_a_job_that_leaves_the_middle_hands_its_wait_to_the_next(how):
     assert [run.job_id for run in drain()] == [a1, a3]
 
 
+@pytest.mark.parametrize("how", ["cancel", "delete"])
+def test_a_job_enqueued_after_a_tail_that_left_waits_for_what_the_tail_waited_for(how):
+    a1 = enqueue_job("tests.sequenced", {"account": 1, "n": 1})
+    a2 = enqueue_job("tests.sequenced", {"account": 1, "n": 2})  # the tail, then gone
+    if how == "cancel":
+        cancel_job(a2)
+    else:
+        delete_jobs([a2])
+    a3 = enqueue_job("tests.sequenced", {"account": 1, "n": 3})
+    assert statuses(a1, a3) == ["ready", "waiting"]
+    assert [run.job_id for run in drain()] == [a1, a3]
+    a4 = enqueue_job("tests.sequenced", {"account": 1, "n": 4})  # after a done tail: first
+    assert statuses(a4) == ["ready"]
+
+
+def test_prune_forgets_a_sequence_whose_last_job_is_gone():
+    from django_pqjobs.models import SequenceTail
+    from django_pqjobs.worker.housekeeping import prune_sequences
+
+    gone = enqueue_job("tests.sequenced", {"account": 1})
+    kept = enqueue_job("tests.sequenced", {"account": 2})
+    drain()
+    Job.objects.filter(pk=gone).delete()
+    assert prune_sequences("default") == 1
+    assert list(SequenceTail.objects.values_list("key", "last_job_id")) == [("account:2", kept)]
+    assert statuses(enqueue_job("tests.sequenced", {"account": 1})) == ["ready"]
+
+
 def test_the_order_holds_across_four_workers_and_many_enqueuers():
     """8 enqueuer threads, 6 accounts, 60 jobs, `run_jobs --concurrency 4`: per account,
     the jobs ran one at a time in enqueue (id) order."""

@@ -10,7 +10,7 @@ from django.core.management.base import CommandParser
 from ... import audit
 from ...conf import conf
 from ...durations import in_words
-from ...worker.housekeeping import RETAINED, prune, prune_batches
+from ...worker.housekeeping import RETAINED, prune, prune_batches, prune_sequences
 from ._arguments import duration
 from ._base import PQJobsCommand
 
@@ -43,6 +43,7 @@ class Command(PQJobsCommand):
             rule = "kept forever" if kept is None else f"older than {in_words(kept)}"
             self.summary(f"{status}: deleted {count} ({rule})")
         self.summary(f"batches: deleted {prune_batches(alias, retention)} (finished, no job left)")
+        self.summary(f"sequences: forgot {prune_sequences(alias)} (their last job is gone)")
         kept = conf.AUDIT_RETENTION
         actions = audit.prune(alias, kept)
         if actions is None:

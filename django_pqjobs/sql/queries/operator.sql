@@ -114,11 +114,10 @@ WITH doomed AS (
 ), edges AS (
     -- what a deleted job waited for; the edges to a deleted job stay until its dependents
     -- are settled at commit (they are cancelled, or run, by their policy) and pruned. A
-    -- waiting job of a sequence keeps its own until then too: the settling hands them to
-    -- the job after it (they go when the job they point to is pruned).
-    DELETE FROM pqjobs_dependency
-    WHERE job_id IN (SELECT id FROM doomed
-                     WHERE NOT (status = 'waiting' AND sequence_key IS NOT NULL))
+    -- job of a sequence keeps its own: they are its place in line, which the settling
+    -- hands to the job after it and the next enqueue may read (they go when the job they
+    -- point to is pruned).
+    DELETE FROM pqjobs_dependency WHERE job_id IN (SELECT id FROM doomed WHERE sequence_key IS NULL)
 )
 SELECT id, job_type, status FROM doomed
 

@@ -45,9 +45,17 @@ BEGIN
               AND o.status NOT IN ('done', 'failed', 'cancelled', 'expired')
            OR o.has_dependents AND o.status = 'failed';
     ELSE
-        -- (in this branch: the DELETE trigger has no pqjobs_new)
+        -- (in this branch: the DELETE trigger has no pqjobs_new) A change is noted only
+        -- where a row's old or new status is final: a statement that neither finishes nor
+        -- reopens a member or a prerequisite (a claim, a release) stops here.
         IF NOT EXISTS (
-            SELECT FROM pqjobs_new n WHERE n.batch_id IS NOT NULL OR n.has_dependents
+            SELECT FROM pqjobs_new n
+            WHERE (n.batch_id IS NOT NULL OR n.has_dependents)
+              AND n.status IN ('done', 'failed', 'cancelled', 'expired')
+        ) AND NOT EXISTS (
+            SELECT FROM pqjobs_old o
+            WHERE (o.batch_id IS NOT NULL OR o.has_dependents)
+              AND o.status IN ('done', 'failed', 'cancelled', 'expired')
         ) THEN
             RETURN NULL;
         END IF;
@@ -191,40 +199,44 @@ BEGIN
         -- Dependents of prerequisites that finished (or were deleted while active), and of
         -- failed ones skipped (for dependents that halt).
         IF true = ANY(a_dependents) THEN
-            -- A job of a sequence that leaves it while still waiting (cancelled, expired,
-            -- deleted) hands what it waited for to the job after it, so the sequence still runs one
-            -- job at a time. Those prerequisites are locked first: one finishing meanwhile
-            -- does so after this commit, and its commit then sees the new edge.
-            PERFORM 1 FROM :"schema".pqjobs_job e
-            WHERE e.id IN (
-                SELECT p.depends_on_id FROM :"schema".pqjobs_dependency p
-                JOIN unnest(a_job, a_dependents, a_old, a_new)
-                     AS s(job_id, has_dependents, old_status, new_status)
-                     ON s.job_id = p.job_id
-                WHERE s.has_dependents AND s.old_status = 'waiting'
-                  AND s.new_status IN ('cancelled', 'expired', 'deleted'))
-            ORDER BY e.id
-            FOR NO KEY UPDATE;
-            WITH handed AS (
-                INSERT INTO :"schema".pqjobs_dependency (job_id, depends_on_id)
-                SELECT DISTINCT f.job_id, p.depends_on_id
-                FROM unnest(a_job, a_dependents, a_old, a_new)
-                     AS s(job_id, has_dependents, old_status, new_status)
-                JOIN :"schema".pqjobs_dependency f ON f.depends_on_id = s.job_id
-                JOIN :"schema".pqjobs_job w
-                     ON w.id = f.job_id AND w.status = 'waiting' AND w.sequence_key IS NOT NULL
-                JOIN :"schema".pqjobs_dependency p ON p.job_id = s.job_id
-                JOIN :"schema".pqjobs_job e ON e.id = p.depends_on_id
-                WHERE s.has_dependents AND s.old_status = 'waiting'
-                  AND s.new_status IN ('cancelled', 'expired', 'deleted')
-                  AND (e.status NOT IN ('done', 'failed', 'cancelled', 'expired')
-                       OR e.status = 'failed' AND w.on_dependency_failure = 'halt')
-                ON CONFLICT DO NOTHING
-                RETURNING job_id
-            )
-            UPDATE :"schema".pqjobs_job AS j SET waiting_for = j.waiting_for + h.n
-            FROM (SELECT job_id, count(*) AS n FROM handed GROUP BY job_id) h
-            WHERE j.id = h.job_id;
+            IF 'waiting' = ANY(a_old) THEN
+                -- A job of a sequence that leaves it while still waiting (cancelled,
+                -- expired, deleted) hands what it waited for to the job after it, so the
+                -- sequence still runs one job at a time. Those prerequisites are locked
+                -- first: one finishing meanwhile does so after this commit, and its commit
+                -- then sees the new edge.
+                PERFORM 1 FROM :"schema".pqjobs_job e
+                WHERE e.id IN (
+                    SELECT p.depends_on_id FROM :"schema".pqjobs_dependency p
+                    JOIN unnest(a_job, a_dependents, a_old, a_new)
+                         AS s(job_id, has_dependents, old_status, new_status)
+                         ON s.job_id = p.job_id
+                    WHERE s.has_dependents AND s.old_status = 'waiting'
+                      AND s.new_status IN ('cancelled', 'expired', 'deleted'))
+                ORDER BY e.id
+                FOR NO KEY UPDATE;
+                WITH handed AS (
+                    INSERT INTO :"schema".pqjobs_dependency (job_id, depends_on_id)
+                    SELECT DISTINCT f.job_id, p.depends_on_id
+                    FROM unnest(a_job, a_dependents, a_old, a_new)
+                         AS s(job_id, has_dependents, old_status, new_status)
+                    JOIN :"schema".pqjobs_dependency f ON f.depends_on_id = s.job_id
+                    JOIN :"schema".pqjobs_job w
+                         ON w.id = f.job_id AND w.status = 'waiting'
+                            AND w.sequence_key IS NOT NULL
+                    JOIN :"schema".pqjobs_dependency p ON p.job_id = s.job_id
+                    JOIN :"schema".pqjobs_job e ON e.id = p.depends_on_id
+                    WHERE s.has_dependents AND s.old_status = 'waiting'
+                      AND s.new_status IN ('cancelled', 'expired', 'deleted')
+                      AND (e.status NOT IN ('done', 'failed', 'cancelled', 'expired')
+                           OR e.status = 'failed' AND w.on_dependency_failure = 'halt')
+                    ON CONFLICT DO NOTHING
+                    RETURNING job_id
+                )
+                UPDATE :"schema".pqjobs_job AS j SET waiting_for = j.waiting_for + h.n
+                FROM (SELECT job_id, count(*) AS n FROM handed GROUP BY job_id) h
+                WHERE j.id = h.job_id;
+            END IF;
             PERFORM 1 FROM :"schema".pqjobs_job j
             WHERE j.status = 'waiting' AND j.id IN (
                 SELECT d.job_id FROM :"schema".pqjobs_dependency d
@@ -234,39 +246,36 @@ BEGIN
                 WHERE s.has_dependents AND s.old_status NOT IN ('done', 'cancelled', 'expired'))
             ORDER BY j.id
             FOR UPDATE;
-            WITH e AS (
-                -- Each edge to a waiting dependent, and whether this change ends the wait on
-                -- it: an active job that finished (a dependent that halts does not count a
-                -- failure), or a failed one skipped, for a dependent that halts.
-                SELECT d.job_id, s.job_id AS prerequisite, s.new_status,
-                       CASE WHEN w.on_dependency_failure = 'halt' THEN
-                                s.old_status NOT IN ('done', 'failed', 'cancelled', 'expired')
-                                AND s.new_status <> 'failed'
-                                OR s.old_status = 'failed'
-                                   AND s.new_status IN ('cancelled', 'expired', 'deleted')
-                            ELSE s.old_status NOT IN ('done', 'failed', 'cancelled', 'expired')
-                       END AS ends
+            WITH x AS (
+                -- Per waiting dependent, the prerequisites whose change ends its wait on
+                -- them: an active one that finished, for a dependent that halts one that
+                -- did not fail, or a failed one skipped (cancelled, expired, deleted).
+                SELECT d.job_id,
+                       count(*) FILTER (WHERE s.old_status <> 'failed') AS finished,
+                       count(*) FILTER (WHERE s.new_status <> 'failed') AS finished_halting,
+                       min(s.job_id) FILTER (WHERE s.old_status <> 'failed'
+                                             AND s.new_status <> 'done') AS bad_id,
+                       (array_agg(s.new_status ORDER BY s.job_id)
+                            FILTER (WHERE s.old_status <> 'failed'
+                                    AND s.new_status <> 'done'))[1] AS bad_status
                 FROM :"schema".pqjobs_dependency d
                 JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
                      AS s(job_id, batch_id, has_dependents, old_status, new_status)
                      ON s.job_id = d.depends_on_id
-                JOIN :"schema".pqjobs_job w ON w.id = d.job_id AND w.status = 'waiting'
                 WHERE s.has_dependents AND s.old_status NOT IN ('done', 'cancelled', 'expired')
-            ), x AS (
-                SELECT e.job_id,
-                       count(*) AS finished,
-                       min(e.prerequisite) FILTER (WHERE e.new_status <> 'done') AS bad_id,
-                       (array_agg(e.new_status ORDER BY e.prerequisite)
-                            FILTER (WHERE e.new_status <> 'done'))[1] AS bad_status
-                FROM e WHERE e.ends
-                GROUP BY e.job_id
+                  AND (s.old_status <> 'failed'
+                       OR s.new_status IN ('cancelled', 'expired', 'deleted'))
+                GROUP BY d.job_id
             ), moved AS (
                 UPDATE :"schema".pqjobs_job AS j SET
-                    waiting_for = j.waiting_for - x.finished,
+                    waiting_for = j.waiting_for - CASE j.on_dependency_failure
+                        WHEN 'halt' THEN x.finished_halting ELSE x.finished END,
                     status = CASE
                         WHEN x.bad_id IS NOT NULL AND j.on_dependency_failure = 'cancel'
                             THEN 'cancelled'
-                        WHEN j.waiting_for - x.finished <= 0 THEN 'ready'
+                        WHEN j.waiting_for - CASE j.on_dependency_failure
+                            WHEN 'halt' THEN x.finished_halting ELSE x.finished END <= 0
+                            THEN 'ready'
                         ELSE 'waiting' END,
                     finished_at = CASE
                         WHEN x.bad_id IS NOT NULL AND j.on_dependency_failure = 'cancel'
@@ -285,6 +294,8 @@ BEGIN
                     updated_at = now()
                 FROM x
                 WHERE j.id = x.job_id AND j.status = 'waiting'
+                  AND CASE j.on_dependency_failure
+                      WHEN 'halt' THEN x.finished_halting ELSE x.finished END > 0
                 RETURNING j.status, j.queue
             )
             SELECT array_agg(DISTINCT queue) FILTER (WHERE status = 'ready'),
