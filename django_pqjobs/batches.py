@@ -9,7 +9,7 @@ enqueues each callback once per finish of the batch (migration 0013, ``compositi
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from .conf import conf
 from .durations import Duration
 from .enqueue import PreparedJob, enqueue_many, prepare, ready_database
 from .errors import InvalidJobOption
+from .options import Dedupe
 from .statuses import BATCH_CALLBACKS
 
 if TYPE_CHECKING:
@@ -148,10 +149,18 @@ def enqueue_batch(
     delay: Duration | None = None,
     max_attempts: int | None = None,
     timeout: Duration | None = None,
+    dedupe_keys: Sequence[str | None] | None = None,
+    dedupe: Dedupe | None = None,
+    unique_for: Duration | None = None,
+    unique_states: Iterable[str] | str | None = None,
+    unique_by: str | Sequence[str] | None = None,
+    expires_in: Duration | None = None,
+    deadline: datetime | None = None,
     using: str | None = None,
 ) -> OpenBatch:
     """Enqueue one job of ``job_type`` per payload as a batch, in one statement (as
-    :func:`~django_pqjobs.enqueue_many`); return the batch (``id``, ``job_ids``).
+    :func:`~django_pqjobs.enqueue_many`, which takes the same options); return the batch
+    (``id``, ``job_ids``: its members). A duplicate (a key another job holds) is no member.
 
     Callbacks as for :func:`batch`.
     """
@@ -172,6 +181,13 @@ def enqueue_batch(
             delay=delay,
             max_attempts=max_attempts,
             timeout=timeout,
+            dedupe_keys=dedupe_keys,
+            dedupe=dedupe,
+            unique_for=unique_for,
+            unique_states=unique_states,
+            unique_by=unique_by,
+            expires_in=expires_in,
+            deadline=deadline,
             using=using,
         )
     return opened

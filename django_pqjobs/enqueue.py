@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from django.db import DatabaseError, connections, transaction
 from django.utils import timezone
@@ -310,14 +310,15 @@ def ready_database(alias: str) -> Iterator[None]:
 def insert(job: PreparedJob, using: str | None = None) -> int:
     """Insert a prepared job, applying its dedupe strategy; return the job id.
 
-    Inside a ``batch()`` block the job joins the batch; with ``depends_on`` it waits for
-    its dependencies. Both happen in the transaction of the INSERT (a savepoint inside
+    Inside a ``batch()`` block the job joins the batch (a duplicate does not: the job
+    holding its key is returned, and stays out of the batch); with ``depends_on`` it waits
+    for its dependencies. Both happen in the transaction of the INSERT (a savepoint inside
     yours).
     """
     alias = using or conf.DATABASE
     open_batch = composition.batch_for(alias)
     if open_batch is None and not job.depends_on and job.sequence_key is None:
-        return _insert_plain(job, alias)
+        return _insert_plain(job, alias).job_id
     where = f"job type {job.job_type!r}"
     specification.check_rules(
         {
@@ -326,6 +327,7 @@ def insert(job: PreparedJob, using: str | None = None) -> int:
             "max_waiting": job.flow.max_waiting,
             "depends_on": job.depends_on,
             "sequence": job.sequence_key,
+            "debounce": job.debounce,
         },
         where,
         batch=open_batch is not None,
@@ -335,9 +337,10 @@ def insert(job: PreparedJob, using: str | None = None) -> int:
         if job.sequence_key is not None:
             with connections[alias].cursor() as cursor:
                 last = composition.take_turn(cursor, job.sequence_key)
-        job_id = _insert_plain(job, alias)
+        job_id, created = _insert_plain(job, alias)
         with connections[alias].cursor() as cursor:
-            if open_batch is not None:
+            # a duplicate is no member: the job holding its key is not this batch's
+            if open_batch is not None and created:
                 composition.join_batch(cursor, open_batch, [job_id])
             if job.depends_on:
                 composition.depend(cursor, job_id, job.depends_on, job.on_dependency_failure, where)
@@ -348,18 +351,26 @@ def insert(job: PreparedJob, using: str | None = None) -> int:
     return job_id
 
 
-def _insert_plain(job: PreparedJob, alias: str) -> int:
+class Inserted(NamedTuple):
+    """What one enqueue put in its place: the job's id, and whether it is a new job (not
+    the one holding its key, nor the newest waiting one of a full key)."""
+
+    job_id: int
+    created: bool
+
+
+def _insert_plain(job: PreparedJob, alias: str) -> Inserted:
     with ready_database(alias):
         span = tracing.enqueue_span(job.job_type, job.queue)
         if span is None:
             return _insert_job(job, alias, None)
         with span:
-            job_id = _insert_job(job, alias, span.context_json)
-            span.job_id(job_id)
-            return job_id
+            inserted = _insert_job(job, alias, span.context_json)
+            span.job_id(inserted.job_id)
+            return inserted
 
 
-def _insert_job(job: PreparedJob, alias: str, trace_context: str | None) -> int:
+def _insert_job(job: PreparedJob, alias: str, trace_context: str | None) -> Inserted:
     params: list[Any] = [
         job.job_type,
         job.queue,
@@ -398,7 +409,7 @@ def _insert_job(job: PreparedJob, alias: str, trace_context: str | None) -> int:
                 waiting, newest = cursor.fetchone()
             if waiting >= flow.max_waiting:
                 if flow.when_waiting_full == "skip":
-                    return int(newest)
+                    return Inserted(int(newest), False)
                 raise QueueFull(job.job_type, flow.concurrency_key, int(waiting))
             return _insert(job, alias, params)
     if job.dedupe_key is not None and job.dedupe == "replace":
@@ -436,7 +447,7 @@ def announce_replaced(alias: str, job_ids: list[int]) -> None:
         )
 
 
-def _insert(job: PreparedJob, alias: str, params: list[Any]) -> int:
+def _insert(job: PreparedJob, alias: str, params: list[Any]) -> Inserted:
     with connections[alias].cursor() as cursor:
         for _ in range(_DEDUPE_RETRIES):
             if job.dedupe_key is not None and job.dedupe == "replace":
@@ -450,7 +461,7 @@ def _insert(job: PreparedJob, alias: str, params: list[Any]) -> int:
                 signals.job_enqueued.send(
                     sender=job.job_type, job_id=new_id, job_type=job.job_type, created=True
                 )
-                return int(new_id)
+                return Inserted(int(new_id), True)
             assert job.dedupe_key is not None  # only a dedupe conflict returns NULL
             existing_id = _answer_duplicates(cursor, job, [job.dedupe_key]).get(job.dedupe_key)
             if existing_id is None:
@@ -458,7 +469,7 @@ def _insert(job: PreparedJob, alias: str, params: list[Any]) -> int:
             signals.job_enqueued.send(
                 sender=job.job_type, job_id=existing_id, job_type=job.job_type, created=False
             )
-            return existing_id
+            return Inserted(existing_id, False)
     raise RuntimeError(
         f"could not enqueue job type {job.job_type!r} with dedupe_key {job.dedupe_key!r}: "
         f"the active duplicate kept changing ({_DEDUPE_RETRIES} tries)"
@@ -738,7 +749,8 @@ def enqueue_many(
             cursor, template, texts, keys, flows, trace_context, open_batch
         )
         if open_batch is not None:
-            composition.count_members(cursor, open_batch, ids)
+            # the jobs inserted carry the batch's id; a duplicate's holder is no member
+            composition.count_members(cursor, open_batch, inserted)
         if inserted:
             notify_queues(cursor, [template.queue])
     signals.job_enqueued.send(sender=job_type, job_id=None, job_type=job_type, created=True)
@@ -767,8 +779,8 @@ def _insert_many(
     flows: list[Flow],
     trace_context: str | None,
     open_batch: composition.OpenBatch | None = None,
-) -> tuple[list[int], int]:
-    """Insert the jobs, applying ``job.dedupe`` to duplicates; return (ids, how many new).
+) -> tuple[list[int], list[int]]:
+    """Insert the jobs, applying ``job.dedupe`` to duplicates; return (ids, the new ones).
 
     Each round inserts what is left in one statement; duplicates whose active job finished
     meanwhile, and (``replace``) ready ones that appeared meanwhile, go into the next round.
@@ -778,7 +790,7 @@ def _insert_many(
     replacing = job.dedupe == "replace" and any(key is not None for key in keys)
     if replacing:
         cursor.execute(_REPLACE_MANY_LOCK, [job.job_type])
-    inserted = 0
+    inserted: list[int] = []
     for _ in range(_DEDUPE_RETRIES):
         if replacing:
             todo_keys = [key for key in (keys[n] for n in todo) if key is not None]
@@ -819,7 +831,7 @@ def _insert_many(
             ]
             cursor.execute(_INSERT_MANY_FLOW, params)
         rows = cursor.fetchall()
-        inserted += len(rows)
+        inserted += [int(job_id) for job_id, _ in rows]
         new_by_key = {key: int(job_id) for job_id, key in rows if key is not None}
         unkeyed = iter(int(job_id) for job_id, key in rows if key is None)
         duplicates: list[tuple[int, str]] = []  # (position, key)

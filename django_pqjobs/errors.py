@@ -57,11 +57,6 @@ class JobCancelled(BaseException):
     """Raised by ``ctx.raise_if_cancelled()`` when an operator asked to cancel the job."""
 
 
-class JobExpired(PQJobsError):
-    """How a job that ended ``expired`` reads as an error (a task's result): its deadline
-    passed before an attempt could start. Never raised in a handler."""
-
-
 class PayloadError(PQJobsError, ValueError):
     """The payload cannot be stored: not JSON-serialisable, or larger than the limit."""
 
@@ -185,6 +180,11 @@ class JobFailed(PQJobsError):
 
 class JobWasCancelled(JobFailed):
     """``wait_for()``: the job was cancelled (by an operator, or a dependency's failure)."""
+
+
+class JobExpired(JobFailed):
+    """``wait_for()``: the job ended ``expired``: its deadline passed before an attempt
+    could start. Also the error a task's result shows for such a job."""
 
 
 class WaitTimeout(PQJobsError, TimeoutError):

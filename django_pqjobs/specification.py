@@ -212,10 +212,10 @@ def check_rules(
                 f"{where}: a job with depends_on cannot have a dedupe_key or be unique "
                 f"({', '.join(keyed)}; a waiting job holds no key)"
             )
-        if batch:
+        if batch and get("debounce") is not None:
             raise InvalidJobOption(
-                f"{where}: a batch member cannot have a dedupe_key or be unique "
-                f"({', '.join(keyed)})"
+                f"{where}: a batch member cannot be debounced (a duplicate would change a "
+                "pending job that need not be a member)"
             )
     cap, debounce = get("debounce_max"), get("debounce")
     if cap is not None and (debounce is None or cap < debounce):

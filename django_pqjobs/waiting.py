@@ -19,7 +19,14 @@ from django.db import connections
 from . import options
 from .conf import conf
 from .durations import Duration
-from .errors import InvalidJobOption, JobFailed, JobNotFound, JobWasCancelled, WaitTimeout
+from .errors import (
+    InvalidJobOption,
+    JobExpired,
+    JobFailed,
+    JobNotFound,
+    JobWasCancelled,
+    WaitTimeout,
+)
 from .notify import listening_connection
 from .serialization import from_json
 
@@ -34,7 +41,8 @@ POLL_INTERVAL = 5.0
 _MARK = """
 UPDATE pqjobs_job SET waited_on = true
 WHERE id = (SELECT id FROM pqjobs_job WHERE id = %s AND NOT waited_on
-            AND status NOT IN ('done', 'failed', 'cancelled') FOR NO KEY UPDATE SKIP LOCKED)
+            AND status NOT IN ('done', 'failed', 'cancelled', 'expired')
+            FOR NO KEY UPDATE SKIP LOCKED)
 """
 _READ = """
 SELECT status, result::text, error_type, last_error, waited_on FROM pqjobs_job WHERE id = %s
@@ -44,7 +52,8 @@ _MARK_RETRY = 0.05
 
 
 def _result_of(job_id: int, row: tuple[Any, ...]) -> tuple[bool, Any]:
-    """(finished, result) from the job's row; raises for a failed or cancelled job."""
+    """(finished, result) from the job's row; raises for a failed, cancelled or expired
+    job."""
     status, result, error_type, error = row[:4]
     if status == "done":
         return True, None if result is None else from_json(result)
@@ -52,6 +61,8 @@ def _result_of(job_id: int, row: tuple[Any, ...]) -> tuple[bool, Any]:
         raise JobFailed(job_id, status, error_type, error)
     if status == "cancelled":
         raise JobWasCancelled(job_id, status, error_type, error)
+    if status == "expired":
+        raise JobExpired(job_id, status, error_type, error)
     return False, status
 
 
@@ -66,6 +77,7 @@ def wait_for(
 
     Raises :class:`~django_pqjobs.JobFailed` if it failed for good,
     :class:`~django_pqjobs.JobWasCancelled` if it was cancelled,
+    :class:`~django_pqjobs.JobExpired` if its deadline passed before it could start,
     :class:`~django_pqjobs.WaitTimeout` after ``timeout`` (seconds or a timedelta; None
     waits as long as it takes) and :class:`~django_pqjobs.JobNotFound` for an unknown id.
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -99,9 +100,27 @@ class WorkerProcess:
 
     def stop(self) -> None:
         if self.process.poll() is None:
-            self.process.kill()
+            # the worker processes of `run_jobs --processes N` too: left to notice their
+            # supervisor is gone (within a second), they would claim the next test's jobs
+            for pid in [*_children_of(self.process.pid), self.process.pid]:
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             self.process.wait(10)
         self.log.close()
+
+
+def _children_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (read from /proc; none where there is none)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # "pid (comm) state ppid ...": comm may hold spaces, so split after its ")"
+            fields = entry.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(entry.parent.name))
+    return found
 
 
 @contextmanager

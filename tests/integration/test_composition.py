@@ -188,8 +188,8 @@ def test_bad_batch_input_is_refused_before_anything_is_written() -> None:
         pass
     with pytest.raises(InvalidJobOption, match="do not nest"), batch(), batch():
         pass
-    with pytest.raises(InvalidJobOption, match="dedupe"), batch():
-        enqueue_job("tests.noop", dedupe_key="k")
+    with pytest.raises(InvalidJobOption, match="cannot be debounced"), batch():
+        enqueue_job("tests.debounced", {})
     with pytest.raises(InvalidJobOption, match="outside the batch"), batch():
         enqueue_on_commit("tests.noop")
     with pytest.raises(InvalidJobOption, match="max_waiting"), batch():

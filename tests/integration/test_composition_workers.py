@@ -11,10 +11,12 @@ from datetime import timedelta
 
 import pytest
 from django.db import connections, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from django_pqjobs import (
     InvalidJobOption,
+    JobExpired,
     JobFailed,
     JobNotFound,
     JobWasCancelled,
@@ -27,6 +29,7 @@ from django_pqjobs import (
 )
 from django_pqjobs.models import Batch, Job
 from django_pqjobs.testing import drain
+from django_pqjobs.worker.housekeeping import expire_overdue
 from tests.testapp.models import Effect
 
 from ..helpers import run_jobs
@@ -138,6 +141,11 @@ def test_wait_for_raises_for_failed_and_cancelled_jobs_and_unknown_ids():
     cancel_job(cancelled)
     with pytest.raises(JobWasCancelled):
         wait_for(cancelled, timeout=5)
+    expired = enqueue_job("tests.noop", expires_in=60)
+    Job.objects.filter(pk=expired).update(expires_at=F("run_after"))
+    assert expire_overdue("default") == [expired]
+    with pytest.raises(JobExpired, match="not started by its deadline"):
+        wait_for(expired, timeout=5)
     with pytest.raises(JobNotFound):
         wait_for(999999999, timeout=1)
     for bad in (0, -1, True, "12"):

@@ -157,3 +157,20 @@ def test_an_answer_piped_in_is_read_too():
     assert done.returncode == 1
     assert done.stderr.strip() == "CommandError: retry cancelled: nothing changed"
     assert Job.objects.get(pk=job_id).status == "failed"
+
+
+def test_status_expired_lists_and_retries_the_jobs_that_missed_their_deadline():
+    expired = enqueue_job("mail", expires_in=60)
+    Job.objects.filter(pk=expired).update(
+        status="expired",
+        finished_at=F("created_at"),
+        error_type="Expired",
+        last_error="not started by its deadline, 2026-11-27 08:00:00 UTC",
+    )
+    failed("mail", "SMTPError: 550")
+    lines = run("--status", "expired").splitlines()
+    assert lines[0] == "1 expired job matches"
+    assert lines[1].startswith(f"#{expired} mail") and "deadline" in lines[1]
+    assert run("--status", "expired", "--retry").splitlines()[-1] == "1 job put back to ready"
+    job = Job.objects.get(pk=expired)
+    assert (job.status, job.expires_at) == ("ready", None)

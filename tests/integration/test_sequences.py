@@ -18,7 +18,7 @@ from django_pqjobs import (
     enqueue_many,
     retry_job,
 )
-from django_pqjobs.models import Job, OperatorAction
+from django_pqjobs.models import Job, OperatorAction, WorkerRecord
 from django_pqjobs.operations import delete_jobs, skip_jobs
 from django_pqjobs.testing import drain
 from django_pqjobs.worker.housekeeping import expire_overdue
@@ -127,19 +127,21 @@ def test_prune_forgets_a_sequence_whose_last_job_is_gone():
 
 
 def test_the_order_holds_across_four_workers_and_many_enqueuers():
-    """8 enqueuer threads, 6 accounts, 60 jobs, `run_jobs --concurrency 4`: per account,
-    the jobs ran one at a time in enqueue (id) order."""
+    """8 enqueuer threads, 6 accounts, 64 jobs, 4 worker processes of one thread each
+    (`run_jobs --processes 4 --concurrency 1`): per account, the jobs ran one at a time in
+    enqueue (id) order, and more than one worker took part."""
 
     def enqueue(thread: int) -> None:
         from django.db import connection
 
         try:
-            for n in range(60 // 8 + 1):
+            for n in range(8):
                 enqueue_job("tests.sequenced", {"account": (thread + n) % 6, "n": n, "sleep": 0.01})
         finally:
             connection.close()
 
-    with run_jobs("--concurrency", "4"):
+    with run_jobs("--processes", "4", "--concurrency", "1"):
+        wait_for(lambda: WorkerRecord.objects.count() >= 4, timeout=60)
         threads = [threading.Thread(target=enqueue, args=(t,)) for t in range(8)]
         for thread in threads:
             thread.start()
@@ -150,6 +152,7 @@ def test_the_order_holds_across_four_workers_and_many_enqueuers():
     for job in Job.objects.order_by("pk"):
         by_key.setdefault(job.sequence_key, []).append(job)
     assert len(by_key) == 6
+    assert len({job.locked_by for jobs in by_key.values() for job in jobs}) > 1
     for jobs in by_key.values():
         for before, after in itertools.pairwise(jobs):
             assert before.finished_at <= after.locked_at, (before.pk, after.pk)

@@ -26,6 +26,7 @@ from django_pqjobs.clock import database_now
 from django_pqjobs.models import Job, JobAttempt
 from django_pqjobs.tasks import PQJobsBackend, TaskArgumentsError
 from django_pqjobs.worker.claiming import claim_jobs
+from django_pqjobs.worker.housekeeping import expire_overdue
 from tests.testapp.models import Effect
 
 from .tasks_apps import framework
@@ -414,6 +415,24 @@ def test_a_unique_task_is_one_job_per_arguments_and_window(tasks):
     strict.enqueue(n=1)
     with pytest.raises(DuplicateJob):
         strict.enqueue(n=1)
+
+
+def test_a_task_not_started_by_its_deadline_ends_failed_with_job_expired(tasks):
+    fw = family_of(tasks)
+    timed = fw.task(expires_in=60)(expiring_function)
+    result = timed.enqueue()
+    job = Job.objects.get(pk=int(result.id))
+    assert job.expires_at - job.run_after == timedelta(seconds=60)
+    Job.objects.filter(pk=job.pk).update(expires_at=job.run_after)
+    assert expire_overdue("default") == [job.pk]
+    fetched = timed.get_result(result.id)
+    assert fetched.status is fw.TaskResultStatus.FAILED
+    assert [e.exception_class_path for e in fetched.errors] == ["django_pqjobs.errors.JobExpired"]
+    assert "deadline" in fetched.errors[0].traceback and fetched.attempts == 0
+
+
+def expiring_function() -> None:
+    return None
 
 
 def module_level_function(order_id: int = 0) -> None:

@@ -15,11 +15,12 @@ from ...printable import counted, printable
 from ._arguments import add_by, duration, positive_int, queue_name, who
 from ._base import PQJobsCommand
 
-# What --status selects: the dead letters, the cancelled, or ready jobs whose last attempt
-# failed and that wait for their retry.
+# What --status selects: the dead letters, the cancelled, the expired (not started by their
+# deadline), or ready jobs whose last attempt failed and that wait for their retry.
 STATUSES = {
     "failed": (Q(status="failed"), "finished_at"),
     "cancelled": (Q(status="cancelled"), "finished_at"),
+    "expired": (Q(status="expired"), "finished_at"),
     "retrying": (Q(status="ready") & ~Q(last_error=""), "updated_at"),
 }
 LISTED_BY_DEFAULT = 50
