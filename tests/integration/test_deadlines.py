@@ -22,12 +22,15 @@ from django_pqjobs import (
     retry_job,
 )
 from django_pqjobs.models import Job
+from django_pqjobs.registry import registry
 from django_pqjobs.testing import drain
 from django_pqjobs.worker.claiming import claim_jobs
 from django_pqjobs.worker.housekeeping import expire_overdue
-from tests.helpers import make_user, run_jobs, wait_for
+from tests.helpers import documented_block, make_user, run_jobs, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+GUIDE = "guides/unique-jobs.md"
 
 
 def overdue(*job_ids: int) -> None:
@@ -199,3 +202,16 @@ def test_a_schedule_s_tick_gets_its_type_s_deadline():
     assert tick.expires_at is not None and tick.schedule_id is not None
     time.sleep(0.6)
     assert expire_overdue("default") == [tick.pk]
+
+
+def test_the_guide_s_example_runs_as_written():
+    code = documented_block(GUIDE, "deadline-example", "python")
+    found: dict = {}
+    try:
+        exec(compile(code, "unique-jobs.md", "exec"), found)
+        preview = Job.objects.get(pk=found["preview_id"])
+        assert preview.expires_at - preview.run_after == timedelta(minutes=10)
+        assert Job.objects.get(pk=found["push_id"]).expires_at == found["kickoff"]
+    finally:
+        registry.unregister("reports.preview")
+        registry.unregister("push.send")

@@ -20,11 +20,14 @@ from django_pqjobs import (
 )
 from django_pqjobs.models import Job, OperatorAction, WorkerRecord
 from django_pqjobs.operations import delete_jobs, skip_jobs
+from django_pqjobs.registry import registry
 from django_pqjobs.testing import drain
 from django_pqjobs.worker.housekeeping import expire_overdue
-from tests.helpers import make_user, run_jobs, wait_for
+from tests.helpers import documented_block, make_user, run_jobs, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+GUIDE = "guides/unique-jobs.md"
 
 
 def statuses(*job_ids: int) -> list[str]:
@@ -205,3 +208,16 @@ def test_enqueue_many_refuses_a_sequenced_type_and_bad_declarations_are_refused(
     with pytest.raises(InvalidJobOption, match="sequence"):
         enqueue_job("tests.sequenced", {"no_account": 1})
     assert not Job.objects.exists()
+
+
+def test_the_guide_s_example_runs_as_written():
+    code = documented_block(GUIDE, "sequence-example", "python")
+    found: dict = {}
+    try:
+        exec(compile(code, "unique-jobs.md", "exec"), found)
+        first, second, other = found["first"], found["second"], found["other"]
+        assert statuses(first, second, other) == ["ready", "waiting", "ready"]
+        ran = [run.job_id for run in drain()]
+        assert ran.index(first) < ran.index(second) and sorted(ran) == [first, second, other]
+    finally:
+        registry.unregister("ledger.post")
