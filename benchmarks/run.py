@@ -25,6 +25,7 @@ ORDER = [
     "enqueue",
     "uniqueness",
     "sequences",
+    "typed",
     "latency",
     "mixed",
     "metrics",
@@ -61,6 +62,7 @@ def main() -> int:
         sequences,
         sustained,
         tasks,
+        typed,
         uniqueness,
     )
 
@@ -70,6 +72,7 @@ def main() -> int:
         "enqueue": enqueue,
         "uniqueness": uniqueness,
         "sequences": sequences,
+        "typed": typed,
         "latency": latency,
         "mixed": mixed,
         "processes": processes,

@@ -36,12 +36,13 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 
 def check_handlers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Every registered handler can be called with the job's context as its one argument,
-    so a wrong signature stops ``check`` (and a worker's start), not each job."""
+    """Every registered handler can be called with the job's context as its one argument
+    (and its typed arguments, if it declares them), so a wrong signature stops ``check``
+    (and a worker's start), not each job."""
     errors: list[CheckMessage] = []
     for job_type in registry.all():
         handler = job_type.handler
-        problem = _refuses_the_context(handler)
+        problem = _refuses_the_context(handler, typed=job_type.arguments is not None)
         if problem is None:
             continue
         # a callable instance has no __qualname__ of its own
@@ -50,7 +51,8 @@ def check_handlers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             Error(
                 f"the handler of job type {job_type.name!r}, {name}{problem}",
                 hint="A handler takes one positional argument, the JobContext: "
-                "def handler(ctx): ...; it reads the job's data from ctx.job.payload.",
+                "def handler(ctx): ...; it reads the job's data from ctx.job.payload. With "
+                "typed arguments, a second: def handler(ctx, args: Receipt): ...",
                 id="pqjobs.E091",
                 obj=f"{handler.__module__}.{name}",
             )
@@ -58,9 +60,9 @@ def check_handlers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     return errors
 
 
-def _refuses_the_context(handler: Handler) -> str | None:
-    """Why ``handler(ctx)`` would raise TypeError before running (its signature first), or
-    None."""
+def _refuses_the_context(handler: Handler, typed: bool = False) -> str | None:
+    """Why ``handler(ctx)`` (``handler(ctx, args)`` when ``typed``) would raise TypeError
+    before running (its signature first), or None."""
     try:
         # The signature of what the worker calls: a decorator's wrapper may take other
         # arguments than the function it wraps.
@@ -68,9 +70,10 @@ def _refuses_the_context(handler: Handler) -> str | None:
     except (TypeError, ValueError):
         return None  # no signature to read (some builtins): nothing to say in advance
     try:
-        signature.bind(object())
+        signature.bind(*([object()] * (2 if typed else 1)))
     except TypeError as exc:
-        return f"{signature}, cannot take the job's context as its one argument: {exc}"
+        taken = "and its typed arguments" if typed else "as its one argument"
+        return f"{signature}, cannot take the job's context {taken}: {exc}"
     return None
 
 

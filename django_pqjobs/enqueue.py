@@ -186,6 +186,9 @@ def prepare(
         raise UnknownJobType(job_type, registered, close[0] if close else None)
     chosen = specification.declare("call", where, given)
     specification.check_rules({**known.declared, **chosen} if known else chosen, where)
+    if known is not None and known.arguments is not None:
+        # typed arguments: an instance (or a dict of its shape), checked, as JSON
+        payload = known.arguments.to_payload(payload, job_type)
 
     def value(name: str) -> Any:
         return chosen[name] if name in chosen else specification.default(name, known)
@@ -683,6 +686,9 @@ def enqueue_many(
     payload_list = list(payloads)
     if not payload_list:
         return []
+    typed = registry.get(job_type)
+    if typed is not None and typed.arguments is not None:
+        payload_list = [typed.arguments.to_payload(p, job_type) for p in payload_list]
     keys: list[str | None] = list(dedupe_keys) if dedupe_keys is not None else []
     if dedupe_keys is not None and len(keys) != len(payload_list):
         raise InvalidJobOption(

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import options, specification
+from . import arguments, options, specification
+from .arguments import Arguments, Mismatch
 from .durations import Duration
-from .errors import InvalidJobOption, JobTypeAlreadyRegistered
+from .errors import InvalidJobOption, JobTypeAlreadyRegistered, PermanentError
 from .keys import KeyTemplate
 from .options import Dedupe, Isolation, Rate, WaitingFull
 from .policies import BackoffPolicy
@@ -64,10 +65,24 @@ class JobType:
     # sent. A receiver of that signal is called for every job of every type; this only for
     # the type's own.
     on_finished: Callable[[Job, str], None] | None = None
+    # The handler's typed arguments (its second parameter's annotation), if it has any.
+    arguments: Arguments | None = None
 
     @cached_property
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.handler)
+
+    def call(self, ctx: Any) -> Any:
+        """Call the handler: with the context alone, or also with the job's payload rebuilt
+        as its typed arguments (a payload that does not fit fails the job for good, the
+        field named)."""
+        if self.arguments is None:
+            return self.handler(ctx)
+        try:
+            args = self.arguments.from_payload(ctx.job.payload)
+        except Mismatch as exc:
+            raise PermanentError(f"the payload does not fit {self.arguments.name}: {exc}") from None
+        return self.handler(ctx, args)
 
     @cached_property
     def declared(self) -> dict[str, Any]:
@@ -289,7 +304,8 @@ def job(
         )
         if scheduled:
             chosen["schedule"] = _schedule_spec(type_name, schedule_options, where)
-        registry.register(JobType(name=type_name, handler=func, **chosen))
+        typed = arguments.of_handler(func)
+        registry.register(JobType(name=type_name, handler=func, arguments=typed, **chosen))
         func.job_type = type_name  # type: ignore[attr-defined]
         return func
 

@@ -62,7 +62,7 @@ def _run(job: Any, ctx: JobContext) -> Verdict:
     error: BaseException | None = None
     try:
         hooks.pre_execute(job)
-        result = job_type.handler(ctx)
+        result = job_type.call(ctx)
         if asyncio.iscoroutine(result):
             result = asyncio.run(result)
     except BaseException as exc:

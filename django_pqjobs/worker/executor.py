@@ -206,10 +206,10 @@ class Executor:
 
     def _invoke(self, slot: Slot, job_type: JobType) -> Any:
         if not job_type.is_async:
-            return job_type.handler(slot.ctx)
+            return job_type.call(slot.ctx)
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
-        coro = job_type.handler(slot.ctx)
+        coro = job_type.call(slot.ctx)
         timeout = slot.job.timeout_seconds
         if timeout is not None:
             coro = asyncio.wait_for(coro, float(timeout))

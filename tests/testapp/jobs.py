@@ -1,10 +1,16 @@
 """Handlers used by the test suite (autodiscovered like any app's jobs module)."""
 
 import asyncio
+import dataclasses
+import datetime
+import enum
 import gc
 import math
 import os
 import time
+import typing
+import uuid
+from decimal import Decimal
 
 from django.db import connection, transaction
 from django.db.models import F
@@ -48,6 +54,70 @@ def sequenced_continue(ctx: JobContext) -> dict:
 @job("tests.expiring", expires_in=0.5)
 def expiring(ctx: JobContext) -> None:
     """Its jobs must start within half a second of being due."""
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclasses.dataclass
+class Line:
+    sku: str
+    price: Decimal
+    colour: Colour = Colour.RED
+
+
+@dataclasses.dataclass
+class Receipt:
+    """Typed arguments: every kind of value the JSON form carries."""
+
+    order_id: int
+    email: str
+    placed_at: datetime.datetime
+    ships_on: datetime.date
+    token: uuid.UUID
+    lines: list[Line]
+    tags: frozenset[str] = frozenset()
+    note: str | None = None
+
+
+@job("tests.typed_receipt")
+def typed_receipt(ctx: JobContext, args: Receipt) -> dict:
+    """Returns what it was given, as it saw it (types and values), to check the round trip."""
+    assert isinstance(args, Receipt) and all(isinstance(line, Line) for line in args.lines)
+    return {
+        "order_id": args.order_id,
+        "placed_at": args.placed_at.isoformat(),
+        "ships_on": args.ships_on.isoformat(),
+        "token": str(args.token),
+        "total": str(sum(line.price for line in args.lines)),
+        "colours": [line.colour.value for line in args.lines],
+        "tags": sorted(args.tags),
+        "types": [type(args.placed_at).__name__, type(args.lines[0].price).__name__],
+    }
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+    label: str = ""
+
+
+@job("tests.typed_noop")
+def typed_noop(ctx: JobContext, args: Point) -> None:
+    """The typed arguments benchmark's no-op: the same payload as a dict job's."""
+
+
+class Ping(typing.TypedDict):
+    host: str
+    port: int
+
+
+@job("tests.typed_ping")
+def typed_ping(ctx: JobContext, args: Ping) -> str:
+    return f"{args['host']}:{args['port']}"
 
 
 @job("tests.started_at")

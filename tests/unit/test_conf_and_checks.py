@@ -396,7 +396,8 @@ def test_a_handler_that_cannot_take_the_context_fails_check(declare):
     [hint] = {m.hint for m in run_checks() if m.id == "pqjobs.E091"}
     assert hint == (
         "A handler takes one positional argument, the JobContext: def handler(ctx): ...; it "
-        "reads the job's data from ctx.job.payload."
+        "reads the job's data from ctx.job.payload. With typed arguments, a second: def "
+        "handler(ctx, args: Receipt): ..."
     )
 
 

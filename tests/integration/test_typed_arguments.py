@@ -1,0 +1,188 @@
+"""Typed arguments (issue 31): a handler's second parameter annotated with a dataclass or a
+TypedDict; the payload is checked at enqueue (nothing written on a mismatch, the field
+named), stored as plain JSON, rebuilt as the type in the handler, and a payload that no
+longer fits fails that job alone."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+from datetime import UTC, date, datetime
+from decimal import Decimal
+
+import pytest
+from django.core.checks import run_checks
+
+from django_pqjobs import PayloadError, enqueue_job, enqueue_many, job
+from django_pqjobs.models import Job
+from django_pqjobs.registry import registry
+from django_pqjobs.testing import drain
+from tests.helpers import documented_block
+from tests.testapp.jobs import Colour, Line, Receipt
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TOKEN = uuid.UUID("12345678-1234-5678-1234-567812345678")
+
+
+def receipt(**changes: object) -> Receipt:
+    made = Receipt(
+        order_id=7,
+        email="a@example.com",
+        placed_at=datetime(2026, 11, 27, 9, 30, tzinfo=UTC),
+        ships_on=date(2026, 12, 1),
+        token=TOKEN,
+        lines=[Line("book", Decimal("12.50")), Line("pen", Decimal("0.99"), Colour.BLUE)],
+        tags=frozenset({"gift"}),
+    )
+    return dataclasses.replace(made, **changes)
+
+
+def test_an_instance_is_stored_as_plain_json_and_rebuilt_in_the_handler():
+    job_id = enqueue_job("tests.typed_receipt", receipt())
+    assert Job.objects.get(pk=job_id).payload == {
+        "order_id": 7,
+        "email": "a@example.com",
+        "placed_at": "2026-11-27T09:30:00+00:00",
+        "ships_on": "2026-12-01",
+        "token": str(TOKEN),
+        "lines": [
+            {"sku": "book", "price": "12.50", "colour": "red"},
+            {"sku": "pen", "price": "0.99", "colour": "blue"},
+        ],
+        "tags": ["gift"],
+        "note": None,
+    }
+    (run,) = drain()
+    assert run.outcome == "done"
+    assert Job.objects.get(pk=job_id).result == {
+        "order_id": 7,
+        "placed_at": "2026-11-27T09:30:00+00:00",
+        "ships_on": "2026-12-01",
+        "token": str(TOKEN),
+        "total": "13.49",
+        "colours": ["red", "blue"],
+        "tags": ["gift"],
+        "types": ["datetime", "Decimal"],
+    }
+
+
+def test_a_dict_of_the_same_shape_is_checked_and_accepted():
+    payload = {
+        "order_id": 8,
+        "email": "b@example.com",
+        "placed_at": "2026-11-27T09:30:00+00:00",
+        "ships_on": "2026-12-01",
+        "token": str(TOKEN),
+        "lines": [{"sku": "mug", "price": "4"}],
+    }
+    job_id = enqueue_job("tests.typed_receipt", payload)
+    assert Job.objects.get(pk=job_id).payload["lines"] == [
+        {"sku": "mug", "price": "4", "colour": "red"}
+    ]
+    assert [run.outcome for run in drain()] == ["done"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "error"),
+    [
+        (lambda: receipt(order_id="7"), "order_id: expected int, got str '7'"),
+        (lambda: receipt(lines=[Line("x", 1.5)]), "lines[0].price: expected Decimal"),
+        (lambda: receipt(placed_at="today"), "placed_at: expected datetime"),
+        (lambda: {"order_id": 1}, "Receipt needs 'email', 'lines'"),
+        (lambda: {**_minimal(), "colour": "red"}, "Receipt has no field 'colour'"),
+        (
+            lambda: {**_minimal(), "lines": [{"sku": "a", "price": "1", "colour": "green"}]},
+            "lines[0].colour: expected one of Colour's values ('red', 'blue'), got str 'green'",
+        ),
+        (lambda: {**_minimal(), "token": "not-a-uuid"}, "token: expected UUID"),
+        (lambda: [1, 2], "expected Receipt, got list"),
+    ],
+)
+def test_a_payload_that_does_not_fit_is_refused_naming_the_field_and_nothing_is_written(
+    payload, error
+):
+    with pytest.raises(PayloadError, match=re.escape(error)):
+        enqueue_job("tests.typed_receipt", payload())
+    with pytest.raises(PayloadError, match=re.escape(error)):
+        enqueue_many("tests.typed_receipt", [receipt(), payload()])
+    assert not Job.objects.exists()
+
+
+def _minimal() -> dict:
+    return {
+        "order_id": 1,
+        "email": "c@example.com",
+        "placed_at": "2026-11-27T09:30:00+00:00",
+        "ships_on": "2026-12-01",
+        "token": str(TOKEN),
+        "lines": [],
+    }
+
+
+def test_a_typeddict_is_checked_and_passed_as_a_dict():
+    job_id = enqueue_job("tests.typed_ping", {"host": "db", "port": 5432})
+    with pytest.raises(PayloadError, match=re.escape("port: expected int, got str '5432'")):
+        enqueue_job("tests.typed_ping", {"host": "db", "port": "5432"})
+    (run,) = drain()
+    assert Job.objects.get(pk=job_id).result == "db:5432" and run.outcome == "done"
+
+
+def test_a_stored_payload_that_no_longer_fits_fails_that_job_alone():
+    stale = enqueue_job("tests.typed_ping", {"host": "db", "port": 1})
+    Job.objects.filter(pk=stale).update(payload={"hostname": "db", "port": 1})  # an old shape
+    fine = enqueue_job("tests.typed_ping", {"host": "db", "port": 2})
+    runs = {run.job_id: run for run in drain()}
+    assert runs[fine].outcome == "done"
+    failed = Job.objects.get(pk=stale)
+    assert (runs[stale].outcome, failed.status, failed.attempts) == ("failed", "failed", 1)
+    assert failed.error_type == "PermanentError"
+    assert "does not fit Ping: Ping has no field 'hostname'" in failed.last_error
+
+
+def test_many_payloads_are_checked_each_and_stored_as_json():
+    ids = enqueue_many("tests.typed_ping", [{"host": "a", "port": 1}, {"host": "b", "port": 2}])
+    assert [Job.objects.get(pk=n).payload for n in ids] == [
+        {"host": "a", "port": 1},
+        {"host": "b", "port": 2},
+    ]
+
+
+def test_a_second_parameter_of_another_type_is_no_typed_argument_and_check_says_so():
+    def untyped(ctx, args):  # type: ignore[no-untyped-def]
+        return None
+
+    def with_default(ctx, retries: int = 3) -> None:
+        return None
+
+    try:
+        job("tests.untyped_args")(untyped)
+        job("tests.default_args")(with_default)
+        assert registry.get("tests.untyped_args").arguments is None
+        assert registry.get("tests.default_args").arguments is None
+        problems = {m.obj: m.msg for m in run_checks() if m.id == "pqjobs.E091"}
+        assert any("untyped" in name for name in problems)  # the worker could not fill args
+        assert not any("with_default" in name for name in problems)
+        assert registry.get("tests.typed_ping").arguments.name == "Ping"
+    finally:
+        registry.unregister("tests.untyped_args")
+        registry.unregister("tests.default_args")
+
+
+def test_the_guide_s_example_runs_as_written():
+    code = documented_block("guides/writing-jobs.md", "typed-arguments", "python")
+    found: dict = {}
+    try:
+        exec(compile(code, "writing-jobs.md", "exec", dont_inherit=True), found)
+        assert Job.objects.get(pk=found["refund_id"]).payload == {
+            "order_id": 42,
+            "amount": "9.90",
+            "requested_on": "2026-11-27",
+            "reason": "",
+        }
+        assert [run.outcome for run in drain()] == ["done", "done"]
+        with pytest.raises(PayloadError, match=re.escape("amount: expected Decimal, got float")):
+            enqueue_job("billing.refund", found["Refund"](1, 9.9, date(2026, 11, 27)))
+    finally:
+        registry.unregister("billing.refund")
