@@ -31,7 +31,7 @@ from .graphs import JobGraph, chain
 from .operations import cancel_job, retry_job
 from .options import Priority
 from .policies import ExponentialBackoff, StepBackoff
-from .registry import job
+from .registry import TypedJob, job
 from .waiting import wait_for, wait_for_async
 
 try:
@@ -61,6 +61,7 @@ __all__ = [
     "Retry",
     "Snooze",
     "StepBackoff",
+    "TypedJob",
     "UnknownJobType",
     "WaitTimeout",
     "batch",

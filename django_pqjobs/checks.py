@@ -42,6 +42,8 @@ def check_handlers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors: list[CheckMessage] = []
     for job_type in registry.all():
         handler = job_type.handler
+        if job_type.encrypted:
+            errors += _cannot_encrypt(job_type.name)
         problem = _refuses_the_context(handler, typed=job_type.arguments is not None)
         if problem is None:
             continue
@@ -58,6 +60,34 @@ def check_handlers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     return errors
+
+
+def _cannot_encrypt(name: str) -> list[CheckMessage]:
+    """An encrypted type's jobs cannot be enqueued without keys and cryptography."""
+    problem = None
+    try:
+        keys = conf.ENCRYPTION_KEYS
+    except ValueError:
+        return []  # a bad value: check_settings reports it (pqjobs.E076)
+    if not keys:
+        problem = "PQJOBS['ENCRYPTION_KEYS'] is empty"
+    else:
+        try:
+            import cryptography.fernet  # noqa: F401
+        except ImportError:
+            problem = "the cryptography package is not installed"
+    if problem is None:
+        return []
+    return [
+        Error(
+            f"job type {name!r} is declared encrypted=True, but {problem}",
+            hint='Install "django-pqjobs[encryption]" and set PQJOBS["ENCRYPTION_KEYS"] to '
+            "a list of Fernet keys (cryptography.fernet.Fernet.generate_key()), the newest "
+            "first.",
+            id="pqjobs.E092",
+            obj=name,
+        )
+    ]
 
 
 def _refuses_the_context(handler: Handler, typed: bool = False) -> str | None:

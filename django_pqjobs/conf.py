@@ -247,6 +247,29 @@ def optional_bearer_token(value: Any, where: str) -> str | None:
     return value
 
 
+def fernet_keys(value: Any, where: str) -> tuple[str, ...]:
+    """Fernet keys, the newest first: each 32 bytes in URL-safe base64 (what
+    ``Fernet.generate_key()`` gives). Checked without importing ``cryptography``."""
+    import base64
+    import binascii
+
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ValueError(f"{where} must be a list of Fernet keys (the newest first)")
+    keys = []
+    for n, key in enumerate(value):
+        try:
+            raw = base64.urlsafe_b64decode(key.encode("ascii")) if isinstance(key, str) else b""
+        except (binascii.Error, UnicodeEncodeError, ValueError):
+            raw = b""
+        if len(raw) != 32:
+            raise ValueError(
+                f"{where}[{n}] is not a Fernet key (32 bytes in URL-safe base64, as "
+                "cryptography.fernet.Fernet.generate_key() makes)"
+            )
+        keys.append(key)
+    return tuple(keys)
+
+
 DEFAULT_RETENTION = {"done": 7 * DAY, "failed": 30 * DAY, "cancelled": 7 * DAY, "expired": 7 * DAY}
 
 
@@ -390,6 +413,13 @@ class Settings:
         options.dedupe,
         check="pqjobs.E019",
         meaning="Strategy on a duplicate dedupe_key: skip, replace or error.",
+    )
+    ENCRYPTION_KEYS = Setting(
+        (),
+        fernet_keys,
+        check="pqjobs.E076",
+        meaning="Fernet keys for job types declared encrypted=True, the newest first (it "
+        "encrypts; any opens).",
     )
     SEQUENCE_ON_FAILURE = Setting(
         "halt",

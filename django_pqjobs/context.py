@@ -13,6 +13,7 @@ from . import transitions
 from .enqueue import insert, prepare
 from .errors import JobCancelled
 from .options import finite_number
+from .protection import reveal
 from .serialization import from_json, storable_text, to_json
 from .transitions import Fence
 
@@ -99,7 +100,12 @@ class JobContext:
                 "JOIN pqjobs_job j ON j.id = d.depends_on_id WHERE d.job_id = %s ORDER BY j.id",
                 [self.job.id],
             )
-            return {int(job_id): from_json(text) for job_id, text in cursor.fetchall()}
+            rows = cursor.fetchall()
+        # results of encrypted types are opened for the handler
+        return {
+            int(job_id): reveal(from_json(text), f"the result of job {job_id}")
+            for job_id, text in rows
+        }
 
     @property
     def cancelled(self) -> bool:

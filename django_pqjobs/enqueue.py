@@ -18,7 +18,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 from django.db import DatabaseError, connections, transaction
 from django.utils import timezone
 
-from . import composition, endings, options, schema, signals, specification, tracing, transitions
+from . import (
+    composition,
+    endings,
+    options,
+    protection,
+    schema,
+    signals,
+    specification,
+    tracing,
+    transitions,
+)
 from .conf import conf
 from .durations import Duration
 from .errors import DatabaseNotReady, DuplicateJob, InvalidJobOption, QueueFull, UnknownJobType
@@ -195,6 +205,8 @@ def prepare(
 
     queue = value("queue")
     payload_json = serialize_payload(job_type, payload)
+    if known is not None and known.encrypted:
+        payload_json = protection.seal(payload_json, f"the payload of job type {job_type!r}")
     deadline = chosen.get("deadline")
     if deadline is not None:
         due = chosen.get("run_after") or timezone.now() + timedelta(seconds=chosen.get("delay", 0))
@@ -711,6 +723,8 @@ def enqueue_many(
         deadline=deadline,
     )
     texts = [serialize_payload(job_type, p) for p in payload_list]
+    if typed is not None and typed.encrypted:
+        texts = [protection.seal(t, f"the payload of job type {job_type!r}") for t in texts]
     if not keys:
         keys = [None] * len(texts)
     keys = [

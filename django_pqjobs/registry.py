@@ -7,9 +7,9 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
 
-from . import arguments, options, specification
+from . import arguments, options, protection, specification
 from .arguments import Arguments, Mismatch
 from .durations import Duration
 from .errors import InvalidJobOption, JobTypeAlreadyRegistered, PermanentError
@@ -19,12 +19,53 @@ from .policies import BackoffPolicy
 from .recurrence import ScheduleError, ScheduleSpec, build_spec
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .context import JobContext
+    from .enqueue import EnqueueOptions
     from .models import Job
 
 # A handler takes a JobContext and returns its result (``context.py`` imports this module
 # through ``enqueue``, so the type is not spelled out here).
 Handler = Callable[..., Any]
 F = TypeVar("F", bound=Handler)
+A = TypeVar("A")
+R = TypeVar("R")
+A_contra = TypeVar("A_contra", contravariant=True)
+R_co = TypeVar("R_co", covariant=True)
+
+
+class TypedJob(Protocol[A_contra, R_co]):
+    """What ``@job`` makes of a handler with typed arguments (``def h(ctx, args: T)``):
+    the function itself, which also enqueues its jobs with arguments of its type, so a type
+    checker sees a wrong argument where the job is enqueued."""
+
+    job_type: str
+
+    def __call__(self, ctx: JobContext, args: A_contra, /) -> R_co: ...
+
+    def enqueue(
+        self, args: A_contra, /, *, using: str | None = None, **options: Unpack[EnqueueOptions]
+    ) -> int:
+        """``enqueue_job(job_type, args, ...)``: the id of the job."""
+        ...
+
+    def enqueue_on_commit(
+        self, args: A_contra, /, *, using: str | None = None, **options: Unpack[EnqueueOptions]
+    ) -> None:
+        """``enqueue_on_commit(job_type, args, ...)``."""
+        ...
+
+
+class JobDecorator(Protocol):
+    """The decorator ``@job(...)`` returns: a handler with typed arguments becomes a
+    :class:`TypedJob`; any other is returned as it is (with its ``job_type``)."""
+
+    @overload
+    def __call__(self, func: Callable[[JobContext, A], R]) -> TypedJob[A, R]: ...
+
+    @overload
+    def __call__(self, func: F) -> F: ...
 
 
 @dataclass(frozen=True)
@@ -51,6 +92,7 @@ class JobType:
     sequence: KeyTemplate | None = None
     sequence_on_failure: str | None = None  # "halt" | "continue"; None: the setting's
     atomic: bool = False
+    encrypted: bool = False  # payload and result encrypted at rest (protection.py)
     isolation: Isolation | None = None
     memory_limit: int | None = None
     schedule: ScheduleSpec | None = None
@@ -75,7 +117,10 @@ class JobType:
     def call(self, ctx: Any) -> Any:
         """Call the handler: with the context alone, or also with the job's payload rebuilt
         as its typed arguments (a payload that does not fit fails the job for good, the
-        field named)."""
+        field named). An encrypted type's payload is opened first (a clear one, or one no
+        key opens, fails the job for good)."""
+        if self.encrypted:
+            ctx.job.payload = self._opened(ctx.job)
         if self.arguments is None:
             return self.handler(ctx)
         try:
@@ -89,6 +134,20 @@ class JobType:
         """The options this type declared (read once: every enqueue checks its own options
         against them)."""
         return specification.declared_by(self)
+
+    def _opened(self, job: Any) -> Any:
+        if not protection.is_sealed(job.payload):
+            raise protection.SealedError(
+                f"job type {self.name!r} is encrypted, but the payload of job {job.id} is "
+                "stored in clear (enqueued from SQL, or before the type was encrypted): "
+                "refused, so that no payload of an encrypted type is ever handled unread"
+            )
+        try:
+            return protection.reveal(job.payload, "the payload")
+        except protection.SealedError as exc:
+            raise protection.SealedError(
+                str(exc).replace("the payload", f"the payload of job {job.id}", 1)
+            ) from None
 
     @property
     def dotted_path(self) -> str:
@@ -179,6 +238,7 @@ def job(
     sequence: KeyTemplate | None = None,
     sequence_on_failure: str | None = None,
     atomic: bool = False,
+    encrypted: bool = False,
     isolation: Isolation | None = None,
     memory_limit: int | str | None = None,
     concurrency: int | None = None,
@@ -193,7 +253,7 @@ def job(
     schedule_payload: Any = None,
     overlap: str = "skip",
     misfire: str = "run_once",
-) -> Callable[[F], F]:
+) -> JobDecorator:
     """Register the decorated function as the handler of job type ``name``.
 
     The handler takes a :class:`~django_pqjobs.JobContext` and may be ``def`` or
@@ -233,6 +293,9 @@ def job(
     operator retries or skips it (``sequence_on_failure="halt"``, the default of
     ``PQJOBS["SEQUENCE_ON_FAILURE"]``) or go on (``"continue"``).
 
+    ``encrypted=True`` keeps the payload and the result encrypted at rest with the keys of
+    ``PQJOBS["ENCRYPTION_KEYS"]`` (see docs/guides/writing-jobs.md#encrypted-jobs).
+
     ``cron`` (``"0 3 * * *"``; 6 fields = seconds last) or ``interval`` (timedelta or
     seconds) also declares a schedule named after the job type, synced to the Schedule
     table when a worker starts: ``timezone`` (IANA name, default UTC) for the cron fields,
@@ -268,6 +331,7 @@ def job(
             "sequence": sequence,
             "sequence_on_failure": sequence_on_failure,
             "atomic": atomic,
+            "encrypted": encrypted,
             "isolation": isolation,
             "memory_limit": memory_limit,
             "concurrency": concurrency,
@@ -307,9 +371,25 @@ def job(
         typed = arguments.of_handler(func)
         registry.register(JobType(name=type_name, handler=func, arguments=typed, **chosen))
         func.job_type = type_name  # type: ignore[attr-defined]
+        if typed is not None:
+            _give_enqueue(func, type_name)
         return func
 
-    return decorator
+    return cast(JobDecorator, decorator)
+
+
+def _give_enqueue(func: Any, type_name: str) -> None:
+    """The ``enqueue`` and ``enqueue_on_commit`` of a :class:`TypedJob`."""
+    from .enqueue import enqueue_job, enqueue_on_commit  # enqueue imports this module
+
+    def enqueue(args: Any, /, *, using: str | None = None, **options: Any) -> int:
+        return enqueue_job(type_name, args, using=using, **options)
+
+    def enqueue_later(args: Any, /, *, using: str | None = None, **options: Any) -> None:
+        enqueue_on_commit(type_name, args, using=using, **options)
+
+    func.enqueue = enqueue
+    func.enqueue_on_commit = enqueue_later
 
 
 def _schedule_spec(name: str, options: dict[str, Any], where: str) -> ScheduleSpec:

@@ -118,6 +118,7 @@ OPTIONS: dict[str, Option] = {
             setting="SEQUENCE_ON_FAILURE",
         ),
         _option("atomic", _flag, "type"),
+        _option("encrypted", _flag, "type"),
         # the worker applies PQJOBS["ISOLATION"] when the type sets none
         _option("isolation", options.isolation, "type", "task"),
         _option("memory_limit", options.memory_limit, "type", "task"),

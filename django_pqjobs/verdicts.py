@@ -16,9 +16,18 @@ from typing import Any
 
 import psycopg
 
+from . import protection
 from .conf import conf
 from .durations import in_words
-from .errors import JobCancelled, JobTimeout, PayloadError, PermanentError, Retry, Snooze
+from .errors import (
+    InvalidJobOption,
+    JobCancelled,
+    JobTimeout,
+    PayloadError,
+    PermanentError,
+    Retry,
+    Snooze,
+)
 from .printable import one_line
 from .serialization import to_json
 from .statuses import AfterFailure, FailureKind
@@ -94,11 +103,14 @@ def success(
     if result is None:
         return Verdict(progress_json=progress_json)
     try:
-        result_json = to_json(
-            result,
-            f"the result of job type {job_type!r}",
-            conf.RESULT_MAX_BYTES if result_max_bytes is None else result_max_bytes,
-            "PQJOBS['RESULT_MAX_BYTES']",
+        result_json = _stored_result(
+            job_type,
+            to_json(
+                result,
+                f"the result of job type {job_type!r}",
+                conf.RESULT_MAX_BYTES if result_max_bytes is None else result_max_bytes,
+                "PQJOBS['RESULT_MAX_BYTES']",
+            ),
         )
     except PayloadError as exc:
         return Verdict.of_failure(
@@ -262,3 +274,16 @@ def safe_repr(value: Any, limit: int = 200) -> str:
     except Exception:
         text = f"<{type(value).__name__} whose repr() failed>"
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _stored_result(job_type: str, result_json: str) -> str:
+    """The result as stored: encrypted at rest for a type declared ``encrypted=True``."""
+    from .registry import registry  # the registry imports this module's callers
+
+    known = registry.get(job_type)
+    if known is None or not known.encrypted:
+        return result_json
+    try:
+        return protection.seal(result_json, f"the result of job type {job_type!r}")
+    except InvalidJobOption as exc:  # no keys, or no cryptography: fail it, store nothing
+        raise PayloadError(str(exc)) from None

@@ -28,6 +28,7 @@ from .errors import (
     WaitTimeout,
 )
 from .notify import listening_connection
+from .protection import reveal
 from .serialization import from_json
 
 __all__ = ["wait_for", "wait_for_async"]
@@ -56,7 +57,8 @@ def _result_of(job_id: int, row: tuple[Any, ...]) -> tuple[bool, Any]:
     job."""
     status, result, error_type, error = row[:4]
     if status == "done":
-        return True, None if result is None else from_json(result)
+        # an encrypted type's result is opened here, for the application that waits
+        return True, None if result is None else reveal(from_json(result), f"job {job_id}'s result")
     if status == "failed":
         raise JobFailed(job_id, status, error_type, error)
     if status == "cancelled":

@@ -204,3 +204,17 @@ def plan_of(plans: list[str], marker: str) -> str:
     found = [plan for plan in plans if marker in plan]
     assert found, f"no statement with {marker!r} among {plans}"
     return found[0]
+
+
+def check_ids(**pqjobs: Any) -> set[str]:
+    """The ids of django-pqjobs's system checks that fail with ``PQJOBS`` set to these
+    keys alone (and the test settings' encryption keys, which the test app's encrypted job
+    types need: pqjobs.E092 without them)."""
+    from django.core.checks import run_checks
+    from django.test import override_settings
+
+    from tests import settings as test_settings
+
+    keys = {"ENCRYPTION_KEYS": test_settings.PQJOBS["ENCRYPTION_KEYS"]}
+    with override_settings(PQJOBS={**keys, **pqjobs}):
+        return {m.id for m in run_checks() if m.id and m.id.startswith("pqjobs.")}

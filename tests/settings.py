@@ -116,6 +116,8 @@ PQJOBS = {
         "pre_execute": "tests.testapp.hooks.pre_execute",
         "post_execute": "tests.testapp.hooks.post_execute",
     },
+    # for the encrypted job types of the test app (a key made for the tests, nothing else)
+    "ENCRYPTION_KEYS": ["N_MkSMHJoaxg2V0eDGryUHEwe7ZgmsmWl7XeUoWzGfQ="],
 }
 if "direct" in DATABASES:
     PQJOBS["LISTEN_DATABASE"] = "direct"

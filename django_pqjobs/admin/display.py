@@ -13,6 +13,8 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from .. import protection
+from ..errors import InvalidJobOption
 from ..models import CALENDAR_END, CALENDAR_START
 from .excerpts import Excerpt
 
@@ -206,16 +208,32 @@ def pretty_json(value: Any) -> SafeString:
 
 
 def json_excerpt(excerpt: Excerpt) -> SafeString:
-    """JSON text, indented when it is whole; a cut one as it is, saying how much is cut."""
+    """JSON text, indented when it is whole; a cut one as it is, saying how much is cut. A
+    value encrypted at rest is shown opened (this is shown only to users who may see job
+    data), or says why it cannot be."""
     if excerpt.cut <= 0:
         try:
-            return pretty_json(json.loads(excerpt.text))
+            value = json.loads(excerpt.text)
         except (ValueError, RecursionError):
-            pass  # not parseable here (too deep): shown as stored
+            value = excerpt  # not parseable here (too deep): shown as stored
+        if protection.is_sealed(value):
+            return _opened(value)
+        if value is not excerpt:
+            return pretty_json(value)
     return format_html(
         '<pre style="white-space:pre-wrap;margin:0">{}</pre>{}',
         excerpt.text,
         _cut_note(excerpt, "first"),
+    )
+
+
+def _opened(sealed: Any) -> SafeString:
+    try:
+        value = protection.reveal(sealed, "this value")
+    except (protection.SealedError, InvalidJobOption) as exc:
+        return format_html("<p>Encrypted at rest; it cannot be shown: {}</p>", exc)
+    return format_html(
+        "<p>Encrypted at rest (opened for you: you may see job data).</p>{}", pretty_json(value)
     )
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
+import sys
 import uuid
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -18,7 +20,7 @@ from django_pqjobs import PayloadError, enqueue_job, enqueue_many, job
 from django_pqjobs.models import Job
 from django_pqjobs.registry import registry
 from django_pqjobs.testing import drain
-from tests.helpers import documented_block
+from tests.helpers import ROOT, documented_block
 from tests.testapp.jobs import Colour, Line, Receipt
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -186,3 +188,76 @@ def test_the_guide_s_example_runs_as_written():
             enqueue_job("billing.refund", found["Refund"](1, 9.9, date(2026, 11, 27)))
     finally:
         registry.unregister("billing.refund")
+
+
+def test_a_pydantic_model_is_validated_by_pydantic_and_rebuilt():
+    from tests.testapp.typed_models import Invoice
+
+    job_id = enqueue_job("tests.typed_invoice", Invoice(number="A-1", amount=Decimal("10.5")))
+    assert Job.objects.get(pk=job_id).payload == {"number": "A-1", "amount": "10.5", "paid": False}
+    enqueue_job("tests.typed_invoice", {"number": "A-2", "amount": "3"})
+    with pytest.raises(PayloadError, match=re.escape("does not fit Invoice: amount:")):
+        enqueue_job("tests.typed_invoice", {"number": "A-3", "amount": "lots"})
+    assert Job.objects.count() == 2
+    drain()
+    assert sorted(Job.objects.values_list("result", flat=True)) == ["A-1: 10.5", "A-2: 3"]
+
+
+TYPED_CALLS = """
+from dataclasses import dataclass
+
+from django_pqjobs import JobContext, job
+
+
+@dataclass
+class Refund:
+    order_id: int
+
+
+@job("snippet.refund")
+def refund(ctx: JobContext, args: Refund) -> str:
+    return str(args.order_id)
+
+
+job_id: int = refund.enqueue(Refund(1), queue="billing")
+refund.enqueue_on_commit(Refund(2), using="default")
+refund.enqueue({"order_id": 3})
+refund.enqueue(Refund(4), colour="red")
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_type_checker_sees_the_arguments_where_a_typed_job_is_enqueued(tmp_path):
+    """`send.enqueue(...)` is typed by the handler's annotation: mypy flags a payload of
+    another type and an unknown option, and nothing else."""
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(TYPED_CALLS)
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", "pyproject.toml", str(snippet)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    errors = [
+        line.split(": error: ", 1)[1] for line in done.stdout.splitlines() if ": error: " in line
+    ]
+    assert errors == [
+        'Argument 1 to "enqueue" of "TypedJob" has incompatible type "dict[str, int]"; '
+        'expected "Refund"  [arg-type]',
+        'Unexpected keyword argument "colour" for "enqueue" of "TypedJob"  [call-arg]',
+    ], done.stdout + done.stderr
+
+
+def test_a_typed_job_enqueues_itself():
+    from tests.testapp.jobs import Point, typed_noop
+
+    job_id = typed_noop.enqueue(Point(1, 2), queue="typed")
+    job = Job.objects.get(pk=job_id)
+    assert (job.job_type, job.queue, job.payload) == (
+        "tests.typed_noop",
+        "typed",
+        {"x": 1, "y": 2, "label": ""},
+    )
+    with pytest.raises(PayloadError, match="expected int"):
+        typed_noop.enqueue(Point("1", 2))  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from django.db.models import F
 from django_pqjobs import JobContext, PermanentError, Retry, Snooze, StepBackoff, job
 
 from .models import Counter, Effect
+from .typed_models import Invoice
 
 
 # "t": the short type of the tests that look at jobs rather than at what they do (the
@@ -108,6 +109,30 @@ class Point:
 @job("tests.typed_noop")
 def typed_noop(ctx: JobContext, args: Point) -> None:
     """The typed arguments benchmark's no-op: the same payload as a dict job's."""
+
+
+@job("tests.typed_invoice")
+def typed_invoice(ctx: JobContext, args: Invoice) -> str:
+    """Typed arguments as a pydantic model."""
+    assert isinstance(args, Invoice) and isinstance(args.amount, Decimal)
+    return f"{args.number}: {args.amount}"
+
+
+@job("tests.encrypted_echo", encrypted=True)
+def encrypted_echo(ctx: JobContext) -> dict:
+    """Its payload and its result are encrypted at rest; the handler sees them in clear."""
+    return {"echo": ctx.job.payload}
+
+
+@job("tests.encrypted_point", encrypted=True)
+def encrypted_point(ctx: JobContext, args: Point) -> int:
+    """Typed arguments, encrypted at rest."""
+    return args.x + args.y
+
+
+@job("tests.encrypted_noop", encrypted=True)
+def encrypted_noop(ctx: JobContext, args: Point) -> None:
+    """The encrypted-jobs benchmark's no-op: typed_noop's payload, encrypted at rest."""
 
 
 class Ping(typing.TypedDict):

@@ -14,15 +14,11 @@ from django.test import override_settings
 from django_pqjobs import job
 from django_pqjobs.conf import Settings, conf
 from django_pqjobs.registry import registry
+from tests.helpers import check_ids
 
 
 def check_id(key: str) -> str:
     return Settings.declaration(key).check_id
-
-
-def _ids(**pqjobs):
-    with override_settings(PQJOBS=pqjobs):
-        return {m.id for m in run_checks() if m.id and m.id.startswith("pqjobs.")}
 
 
 def test_defaults_pass_the_checks():
@@ -37,7 +33,7 @@ def test_defaults_pass_the_checks():
             "cancelled": 7 * 86400,
             "expired": 7 * 86400,
         }
-    assert _ids() == set()
+    assert check_ids() == set()
 
 
 def test_settings_are_read_at_access_time():
@@ -90,11 +86,11 @@ def test_settings_are_read_at_access_time():
     ],
 )
 def test_each_invalid_setting_has_its_stable_check_id(key, value):
-    assert check_id(key) in _ids(**{key: value})
+    assert check_id(key) in check_ids(**{key: value})
 
 
 def test_unknown_key_warns():
-    assert "pqjobs.W001" in _ids(CONCURENCY=4)
+    assert "pqjobs.W001" in check_ids(CONCURENCY=4)
 
 
 def test_check_ids_are_unique():
@@ -103,7 +99,7 @@ def test_check_ids_are_unique():
 
 
 def test_unknown_database_alias():
-    assert "pqjobs.E003" in _ids(DATABASE="jobs")
+    assert "pqjobs.E003" in check_ids(DATABASE="jobs")
 
 
 def test_a_read_database_must_be_a_known_postgresql_alias():
@@ -112,8 +108,8 @@ def test_a_read_database_must_be_a_known_postgresql_alias():
     assert message.msg == (
         "PQJOBS['READ_DATABASE'] names the database alias 'replica', which is not in DATABASES"
     )
-    assert "pqjobs.E037" in _ids(READ_DATABASE="")
-    assert "pqjobs.E037" in _ids(READ_DATABASE=7)
+    assert "pqjobs.E037" in check_ids(READ_DATABASE="")
+    assert "pqjobs.E037" in check_ids(READ_DATABASE=7)
 
 
 @pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
@@ -239,7 +235,7 @@ def test_worker_enabled_accepts_the_documented_words_in_any_case(monkeypatch, te
     monkeypatch.setenv("WORKER_ENABLED", text)
     with override_settings(PQJOBS={}):
         assert conf.ENABLED is enabled
-        assert "pqjobs.E014" not in _ids()
+        assert "pqjobs.E014" not in check_ids()
 
 
 def test_an_unrecognised_worker_enabled_value_is_a_check_error(monkeypatch):
@@ -321,7 +317,7 @@ def test_metrics_access_defaults_and_a_good_token():
     with override_settings(PQJOBS={}):
         assert (conf.METRICS_TOKEN, conf.METRICS_PUBLIC) == (None, False)
     token = "Abc-._~+/" * 4 + "=="  # every character RFC 6750 allows in a bearer token
-    assert _ids(METRICS_TOKEN=token, METRICS_PUBLIC=True) == set()
+    assert check_ids(METRICS_TOKEN=token, METRICS_PUBLIC=True) == set()
     with override_settings(PQJOBS={"METRICS_TOKEN": token}):
         configured = conf.METRICS_TOKEN
     assert configured == token

@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from django.core.checks import run_checks
 from django.test import override_settings
 
 from django_pqjobs import InvalidJobOption, job
@@ -21,6 +20,7 @@ from django_pqjobs.recurrence import (
     validate_timezone,
 )
 from django_pqjobs.registry import registry
+from tests.helpers import check_ids
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -254,11 +254,6 @@ def test_declared_snapshot_uses_model_field_names():
     }
 
 
-def _ids(**pqjobs):
-    with override_settings(PQJOBS=pqjobs):
-        return {m.id for m in run_checks() if m.id and m.id.startswith("pqjobs.")}
-
-
 @pytest.mark.parametrize(
     "value",
     [
@@ -271,15 +266,15 @@ def _ids(**pqjobs):
 )
 def test_invalid_schedules_setting_fails_the_system_check(value):
     assert Settings.SCHEDULES.check_id == "pqjobs.E040"
-    assert "pqjobs.E040" in _ids(SCHEDULES=value)
+    assert "pqjobs.E040" in check_ids(SCHEDULES=value)
 
 
 def test_schedule_settings_checks():
     good = [{"name": "a", "job_type": "tests.noop", "cron": "0 2 * * *"}]
-    assert _ids(SCHEDULES=good) == set()
-    assert "pqjobs.W040" in _ids(SCHEDULES=[{**good[0], "job_type": "nobody.handles"}])
-    assert "pqjobs.E041" in _ids(SCHEDULER_INTERVAL=0)
-    assert "pqjobs.E042" in _ids(SCHEDULE_MISFIRE_GRACE=-1)
+    assert check_ids(SCHEDULES=good) == set()
+    assert "pqjobs.W040" in check_ids(SCHEDULES=[{**good[0], "job_type": "nobody.handles"}])
+    assert "pqjobs.E041" in check_ids(SCHEDULER_INTERVAL=0)
+    assert "pqjobs.E042" in check_ids(SCHEDULE_MISFIRE_GRACE=-1)
     with override_settings(PQJOBS={"SCHEDULER_INTERVAL": None}):
         assert conf.SCHEDULER_INTERVAL is None
 
@@ -290,7 +285,7 @@ def test_a_name_declared_in_code_and_in_settings_is_an_error():
         return None
 
     try:
-        ids = _ids(
+        ids = check_ids(
             SCHEDULES=[{"name": "tests.unit.twice", "job_type": "tests.noop", "interval": 5}]
         )
         assert "pqjobs.E043" in ids
