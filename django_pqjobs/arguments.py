@@ -127,15 +127,19 @@ def _at(path: Path, name: str) -> Path:
     return f"{path}.{name}" if path else name
 
 
-def _dump(value: Any, tp: Any, path: Path) -> Any:
-    """``value`` of type ``tp`` as JSON (checking that it is one)."""
+_UNSHARED = object()
+
+
+def _shared(value: Any, tp: Any, path: Path, convert: Callable[[Any, Any, Path], Any]) -> Any:
+    """The forms that dump and load alike: ``Any``, unions (the first that fits), ``None``,
+    ``Literal``. ``_UNSHARED`` for any other type."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if tp is Any or tp is object:
         return value
     if origin in (typing.Union, types.UnionType):
         for option in args:
             try:
-                return _dump(value, option, path)
+                return convert(value, option, path)
             except Mismatch:
                 continue
         raise Mismatch(path, f"expected {_name(tp)}, got {_describe(value)}")
@@ -147,6 +151,15 @@ def _dump(value: Any, tp: Any, path: Path) -> Any:
         if value not in args:
             raise Mismatch(path, f"expected one of {args!r}, got {_describe(value)}")
         return value
+    return _UNSHARED
+
+
+def _dump(value: Any, tp: Any, path: Path) -> Any:
+    """``value`` of type ``tp`` as JSON (checking that it is one)."""
+    shared = _shared(value, tp, path, _dump)
+    if shared is not _UNSHARED:
+        return shared
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
     if _is_pydantic(tp):
         if isinstance(value, Mapping):
             value = _validate_pydantic(tp, value, path)
@@ -215,24 +228,10 @@ def _dump_leaf(value: Any, tp: Any, path: Path) -> Any:
 
 def _load(data: Any, tp: Any, path: Path) -> Any:
     """The JSON value ``data`` rebuilt as ``tp``."""
+    shared = _shared(data, tp, path, _load)
+    if shared is not _UNSHARED:
+        return shared
     origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp is Any or tp is object:
-        return data
-    if origin in (typing.Union, types.UnionType):
-        for option in args:
-            try:
-                return _load(data, option, path)
-            except Mismatch:
-                continue
-        raise Mismatch(path, f"expected {_name(tp)}, got {_describe(data)}")
-    if tp is type(None):
-        if data is not None:
-            raise Mismatch(path, f"expected None, got {_describe(data)}")
-        return None
-    if origin is typing.Literal:
-        if data not in args:
-            raise Mismatch(path, f"expected one of {args!r}, got {_describe(data)}")
-        return data
     if _is_pydantic(tp):
         return _validate_pydantic(tp, data, path)
     if _is_dataclass_type(tp) or _is_typeddict(tp):

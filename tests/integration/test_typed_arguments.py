@@ -9,6 +9,7 @@ import dataclasses
 import re
 import subprocess
 import sys
+import typing
 import uuid
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -17,6 +18,7 @@ import pytest
 from django.core.checks import run_checks
 
 from django_pqjobs import PayloadError, enqueue_job, enqueue_many, job
+from django_pqjobs.arguments import Arguments
 from django_pqjobs.models import Job
 from django_pqjobs.registry import registry
 from django_pqjobs.testing import drain
@@ -261,3 +263,38 @@ def test_a_typed_job_enqueues_itself():
     )
     with pytest.raises(PayloadError, match="expected int"):
         typed_noop.enqueue(Point("1", 2))  # type: ignore[arg-type]
+
+
+@dataclasses.dataclass
+class Shapes:
+    mode: typing.Literal["fast", "slow"]
+    pair: tuple[int, str]
+    many: tuple[int, ...]
+    prices: dict[str, Decimal]
+    due: date | None = None
+    anything: typing.Any = None
+
+
+def test_literals_tuples_dicts_and_optionals_round_trip_and_are_checked():
+    shapes = Arguments(Shapes, "Shapes")
+    value = Shapes("fast", (1, "a"), (1, 2, 3), {"tea": Decimal("2.5")}, date(2026, 1, 2), [1])
+    stored = shapes.to_payload(value, "t")
+    assert stored == {
+        "mode": "fast",
+        "pair": [1, "a"],
+        "many": [1, 2, 3],
+        "prices": {"tea": "2.5"},
+        "due": "2026-01-02",
+        "anything": [1],
+    }
+    assert shapes.from_payload(stored) == value
+    assert shapes.from_payload({**stored, "due": None}).due is None
+    for bad, error in (
+        ({**stored, "mode": "medium"}, "mode: expected one of ('fast', 'slow')"),
+        ({**stored, "pair": [1, 2]}, "pair[1]: expected str, got int 2"),
+        ({**stored, "pair": [1]}, "pair: expected 2 items, got 1"),
+        ({**stored, "prices": {"tea": "free"}}, "prices['tea']: expected Decimal"),
+        ({**stored, "due": "soon"}, "due: expected datetime.date | None, got str"),
+    ):
+        with pytest.raises(PayloadError, match=re.escape(error)):
+            shapes.to_payload(bad, "t")
