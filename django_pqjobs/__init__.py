@@ -5,6 +5,7 @@ from importlib.metadata import PackageNotFoundError, version
 from . import flow
 from .batches import batch, enqueue_batch, get_batch
 from .context import JobContext
+from .decorator import TypedJob, job
 from .embedded import start_embedded_worker
 from .enqueue import enqueue_job, enqueue_many, enqueue_on_commit
 from .errors import (
@@ -31,7 +32,6 @@ from .graphs import JobGraph, chain
 from .operations import cancel_job, retry_job
 from .options import Priority
 from .policies import ExponentialBackoff, StepBackoff
-from .registry import TypedJob, job
 from .waiting import wait_for, wait_for_async
 
 try:

@@ -19,7 +19,7 @@ from django.db import connections
 
 from . import transitions
 from .errors import InvalidJobOption
-from .statuses import FINISHED_STATUSES
+from .statuses import ACTIVE_STATUSES, FINISHED_STATUSES
 
 
 @dataclass
@@ -152,7 +152,7 @@ _STATUS = "SELECT status FROM pqjobs_job WHERE id = %s"
 _WAITED_FOR = """
 SELECT depends_on_id FROM pqjobs_dependency WHERE job_id = %s ORDER BY depends_on_id DESC LIMIT 1
 """
-_STILL_IN_LINE = ("waiting", "ready", "blocked", "running")
+_STILL_IN_LINE = tuple(str(s) for s in ACTIVE_STATUSES)
 
 
 def take_turn(cursor: Any, key: str) -> int | None:

@@ -698,9 +698,9 @@ def enqueue_many(
     payload_list = list(payloads)
     if not payload_list:
         return []
-    typed = registry.get(job_type)
-    if typed is not None and typed.arguments is not None:
-        payload_list = [typed.arguments.to_payload(p, job_type) for p in payload_list]
+    known = registry.get(job_type)
+    if known is not None and known.arguments is not None:
+        payload_list = [known.arguments.to_payload(p, job_type) for p in payload_list]
     keys: list[str | None] = list(dedupe_keys) if dedupe_keys is not None else []
     if dedupe_keys is not None and len(keys) != len(payload_list):
         raise InvalidJobOption(
@@ -723,7 +723,7 @@ def enqueue_many(
         deadline=deadline,
     )
     texts = [serialize_payload(job_type, p) for p in payload_list]
-    if typed is not None and typed.encrypted:
+    if known is not None and known.encrypted:
         texts = [protection.seal(t, f"the payload of job type {job_type!r}") for t in texts]
     if not keys:
         keys = [None] * len(texts)
@@ -739,7 +739,6 @@ def enqueue_many(
         ]
     if template.dedupe != "skip":
         _refuse_repeated_keys(template, keys)
-    known = registry.get(job_type)
     flows = [template.flow] + [
         flow_of(job_type, known, template.queue, payload, None) for payload in payload_list[1:]
     ]

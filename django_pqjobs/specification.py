@@ -10,7 +10,7 @@ gives no value gets its type's, else the ``PQJOBS`` setting's (:func:`default`).
 database holds jobs enqueued from SQL to the same rules (``sql/schema/enqueue.sql``).
 
 To add a job option: declare it in ``OPTIONS`` (and its rules in :func:`check_rules`), give
-it its keyword where it may be given (``registry.job``, ``enqueue.enqueue_job``, which keep
+it its keyword where it may be given (``decorator.job``, ``enqueue.enqueue_job``, which keep
 typed signatures), and read it where it acts.
 """
 

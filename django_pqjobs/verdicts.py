@@ -29,6 +29,7 @@ from .errors import (
     Snooze,
 )
 from .printable import one_line
+from .registry import registry
 from .serialization import to_json
 from .statuses import AfterFailure, FailureKind
 
@@ -278,8 +279,6 @@ def safe_repr(value: Any, limit: int = 200) -> str:
 
 def _stored_result(job_type: str, result_json: str) -> str:
     """The result as stored: encrypted at rest for a type declared ``encrypted=True``."""
-    from .registry import registry  # the registry imports this module's callers
-
     known = registry.get(job_type)
     if known is None or not known.encrypted:
         return result_json

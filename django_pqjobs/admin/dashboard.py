@@ -13,6 +13,7 @@ from django.utils.safestring import SafeString
 
 from .. import monitoring
 from ..clock import database_now
+from ..statuses import FINISHED_STATUSES
 from .display import absolute, moment
 
 _PER_MINUTE = """
@@ -140,9 +141,7 @@ def collect(alias: str, paused_queues: frozenset[str] = frozenset()) -> Dashboar
     per_type: dict[str, dict[str, int]] = {}
     for job_type, status, count in _rows(alias, _LAST_DAY):
         finished_24h[status] = finished_24h.get(status, 0) + count
-        per_type.setdefault(job_type, {"done": 0, "failed": 0, "cancelled": 0, "expired": 0})[
-            status
-        ] = count
+        per_type.setdefault(job_type, dict.fromkeys(map(str, FINISHED_STATUSES), 0))[status] = count
     by_type: list[dict[str, Any]] = [
         {
             "job_type": job_type,

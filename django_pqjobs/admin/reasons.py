@@ -14,6 +14,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from ..models import Job
 from ..sql import held_by_key
+from ..statuses import FINISHED_STATUSES
 from . import composition, display
 
 _NOT_STARTED = ("waiting", "ready", "blocked")
@@ -48,11 +49,18 @@ def why(job: Job, alias: str) -> list[SafeString]:
 
 def _prerequisites(job: Job) -> list[SafeString]:
     shown = composition.links_of(job).dependencies.jobs
-    unfinished = [j for j in shown if j.status not in ("done", "cancelled", "expired", None)]
-    if job.on_dependency_failure != "halt":
-        unfinished = [j for j in unfinished if j.status != "failed"]
+    # what the job still waits for: not finished (and not gone), or failed when it halts
+    waited = [
+        j
+        for j in shown
+        if j.status is not None
+        and (
+            j.status not in FINISHED_STATUSES
+            or (j.status == "failed" and job.on_dependency_failure == "halt")
+        )
+    ]
     lines: list[SafeString] = []
-    for linked in unfinished:
+    for linked in waited:
         link = format_html('<a href="{}">#{}</a>', composition.job_url(linked.id), linked.id)
         if linked.status == "failed":
             what = (

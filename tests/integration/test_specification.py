@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from django_pqjobs import enqueue, registry, specification
+from django_pqjobs import decorator, enqueue, registry, specification
 from django_pqjobs.errors import InvalidJobOption
 from django_pqjobs.models import Job
 from django_pqjobs.tasks.options import BACKEND_OPTIONS, TaskOptions
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_each_place_takes_exactly_the_options_declared_for_it():
-    job_keywords = set(inspect.signature(registry.job).parameters)
+    job_keywords = set(inspect.signature(decorator.job).parameters)
     assert set(specification.names_at("type")) <= job_keywords
     enqueue_keywords = set(inspect.signature(enqueue.enqueue_job).parameters)
     assert set(specification.names_at("call")) == (
@@ -45,7 +45,7 @@ def test_an_option_a_place_does_not_take_is_refused_by_name():
 def test_a_rule_is_the_same_wherever_the_values_come_from():
     """memory_limit without process isolation: on a type, and on a task."""
     with pytest.raises(InvalidJobOption, match="memory_limit needs isolation='process'"):
-        registry.job("tests.spec_rule", memory_limit="64M")
+        decorator.job("tests.spec_rule", memory_limit="64M")
     with pytest.raises(InvalidJobOption, match="memory_limit needs isolation='process'"):
         TaskOptions(memory_limit=64 * 1024**2).check_combination("task 'x'")
     # the rule looks at the values that apply: isolation from the backend's defaults
