@@ -45,7 +45,7 @@ def reveal(value: Any, what: str = "the value") -> Any:
     fernet = _keys(what)
     try:
         plain = fernet.decrypt(value[ENVELOPE].encode("ascii"))
-    except _invalid_token():
+    except (_invalid_token(), UnicodeEncodeError):  # a forged or damaged token
         raise SealedError(
             f"no key of PQJOBS['ENCRYPTION_KEYS'] opens {what} (was the key that sealed it "
             "rotated out?)"

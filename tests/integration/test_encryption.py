@@ -114,3 +114,13 @@ def test_the_admin_opens_it_only_for_users_who_may_see_job_data(settings):
     reader = make_user("reader", "view_job", "change_job")
     page = reader.get(f"/admin/django_pqjobs/job/{job_id}/change/").content.decode()
     assert SECRET in page and "Encrypted at rest" in page
+
+
+@pytest.mark.parametrize("token", ["gAAAAAnot-a-token", "\u00e9-not-ascii"])
+def test_a_damaged_envelope_fails_that_job_alone(token):
+    damaged = enqueue_job("tests.encrypted_echo", {"n": 1})
+    Job.objects.filter(pk=damaged).update(payload={ENVELOPE: token})
+    fine = enqueue_job("tests.encrypted_echo", {"n": 2})
+    runs = {run.job_id: run.outcome for run in drain()}
+    assert runs == {damaged: "failed", fine: "done"}
+    assert Job.objects.get(pk=damaged).error_type == "SealedError"
