@@ -59,11 +59,7 @@ class Arguments:
     def from_payload(self, payload: Any) -> Any:
         """The payload rebuilt as the type; :class:`Mismatch` names the field that does
         not fit."""
-        try:
-            return _quick_loader(self.type)(payload)
-        except Exception:
-            # the careful reading below, with paths: it says which field does not fit
-            return _load(payload, self.type, "")
+        return load(payload, self.type)
 
 
 def of_handler(handler: Callable[..., Any]) -> Arguments | None:
@@ -84,15 +80,53 @@ def of_handler(handler: Callable[..., Any]) -> Arguments | None:
         declared = typing.get_type_hints(handler).get(parameters[1].name)
     except Exception:
         return None  # an annotation that cannot be resolved declares nothing
-    if not (_is_dataclass_type(declared) or _is_typeddict(declared) or _is_pydantic(declared)):
+    if not (is_dataclass_type(declared) or _is_typeddict(declared) or _is_pydantic(declared)):
         return None
     return Arguments(declared, getattr(declared, "__name__", repr(declared)))
+
+
+# --- one value of any supported annotation (the Tasks framework's typed parameters) -----
+
+_TYPED_LEAVES = (datetime, date, time, Decimal, uuid.UUID, enum.Enum)
+
+
+def needs_conversion(annotation: Any) -> bool:
+    """Whether values of ``annotation`` have a JSON form other than themselves: it names,
+    anywhere in it (``list[Item] | None``), a dataclass, a TypedDict, a pydantic model, an
+    ``Enum``, ``date``, ``time``, ``datetime``, ``Decimal`` or ``UUID``. Plain JSON types
+    and containers of them (``list[int]``, ``dict[str, Any]``, ``set[str]``) do not."""
+    if typing.get_origin(annotation) is not None:
+        return any(needs_conversion(arg) for arg in typing.get_args(annotation))
+    if not isinstance(annotation, type):
+        return False
+    return (
+        issubclass(annotation, _TYPED_LEAVES)
+        or is_dataclass_type(annotation)
+        or _is_typeddict(annotation)
+        or _is_pydantic(annotation)
+    )
+
+
+def dump(value: Any, annotation: Any, path: Path = "") -> Any:
+    """The JSON form of ``value``, checked against ``annotation`` (any annotation typed
+    arguments support); :class:`Mismatch` names where it does not fit, below ``path``."""
+    return _dump(value, annotation, path)
+
+
+def load(data: Any, annotation: Any, path: Path = "") -> Any:
+    """The JSON value ``data`` rebuilt as ``annotation``; :class:`Mismatch` names where it
+    does not fit, below ``path``."""
+    try:
+        return _quick_loader(annotation)(data)
+    except Exception:
+        # the careful reading below, with paths: it says which field does not fit
+        return _load(data, annotation, path)
 
 
 # --- the JSON form ----------------------------------------------------------------------
 
 
-def _is_dataclass_type(tp: Any) -> bool:
+def is_dataclass_type(tp: Any) -> bool:
     return isinstance(tp, type) and dataclasses.is_dataclass(tp)
 
 
@@ -166,7 +200,7 @@ def _dump(value: Any, tp: Any, path: Path) -> Any:
         if not isinstance(value, tp):
             raise Mismatch(path, f"expected {tp.__name__}, got {_describe(value)}")
         return value.model_dump(mode="json")
-    if _is_dataclass_type(tp):
+    if is_dataclass_type(tp):
         if not isinstance(value, tp):
             raise Mismatch(path, f"expected {tp.__name__}, got {_describe(value)}")
         fields, _ = _fields(tp)
@@ -234,7 +268,7 @@ def _load(data: Any, tp: Any, path: Path) -> Any:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if _is_pydantic(tp):
         return _validate_pydantic(tp, data, path)
-    if _is_dataclass_type(tp) or _is_typeddict(tp):
+    if is_dataclass_type(tp) or _is_typeddict(tp):
         if not isinstance(data, Mapping):
             raise Mismatch(path, f"expected {tp.__name__} (an object), got {_describe(data)}")
         loaded = _load_mapping_fields(data, tp, path, _load)
@@ -306,7 +340,7 @@ _QUICK_LEAVES: dict[Any, Callable[[Any], Any]] = {
 def _quick_loader(tp: Any) -> Callable[[Any], Any]:
     if tp in _QUICK_LEAVES:
         return _QUICK_LEAVES[tp]
-    if _is_dataclass_type(tp) or _is_typeddict(tp):
+    if is_dataclass_type(tp) or _is_typeddict(tp):
         fields, required = _fields(tp)
         loaders = {name: _quick_loader(kind) for name, kind in fields.items()}
         known = frozenset(fields)

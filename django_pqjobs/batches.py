@@ -57,6 +57,7 @@ def _callback(kind: str, callback: Any, payload: Any, batch_id: int) -> dict[str
         "max_attempts": job.max_attempts,
         "timeout": job.timeout,
         "payload": json.loads(job.payload_json),
+        "payload_version": job.payload_version,
     }
 
 

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning
 from django.db import DatabaseError
 
+from . import declarations
 from .conf import Settings, conf
 from .flow import known_queues
 from .registry import Handler, registry
@@ -110,25 +111,39 @@ def _refuses_the_context(handler: Handler, typed: bool = False) -> str | None:
 def check_database(
     app_configs: Any = None, databases: Any = None, **kwargs: Any
 ) -> list[CheckMessage]:
-    """The job tables' schema is not writable by every role (run with ``--database``, and
-    by ``migrate``)."""
+    """The job tables' schema is not writable by every role, and the database knows every
+    encrypted job type (run with ``--database``, and by ``migrate``)."""
     alias = conf.raw("DATABASE")
     if not databases or alias not in databases or alias not in settings.DATABASES:
         return []
     try:
         schema = writable_by_everyone(alias)
+        stale = declarations.unpublished(alias)
     except DatabaseError:  # unreachable, or not PostgreSQL: said by other checks and errors
         return []
-    if schema is None:
-        return []
-    return [
-        Warning(
-            open_schema_advice(schema),
-            hint="See docs/guides/reliability.md, the trust boundary.",
-            id="pqjobs.W090",
-            obj=f"settings.DATABASES[{alias!r}]",
+    found: list[CheckMessage] = []
+    if schema is not None:
+        found.append(
+            Warning(
+                open_schema_advice(schema),
+                hint="See docs/guides/reliability.md, the trust boundary.",
+                id="pqjobs.W090",
+                obj=f"settings.DATABASES[{alias!r}]",
+            )
         )
+    found += [
+        Warning(
+            f"job type {name!r} is declared encrypted, but the database does not know it as "
+            "declared (pqjobs_protected_type): pqjobs_enqueue() would store a payload of it "
+            "from SQL in clear until manage.py migrate publishes it",
+            hint="Run manage.py migrate (it publishes the encrypted job types even when no "
+            "migration is new).",
+            id="pqjobs.W093",
+            obj=name,
+        )
+        for name in stale
     ]
+    return found
 
 
 def _check_queue_rates() -> list[CheckMessage]:

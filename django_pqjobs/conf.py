@@ -217,6 +217,25 @@ def optional_permission(value: Any, where: str) -> str | None:
     return value
 
 
+def redacted_fields(value: Any, where: str) -> tuple[str, ...]:
+    """The names of secret fields: ``"default"`` (``redaction.DEFAULT_FIELDS``) or a list of
+    names (``[]``: redact nothing)."""
+    if value == "default":
+        return options.DEFAULT_REDACTED_FIELDS
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ValueError(
+            f"{where} must be 'default' or a list of field names such as ['password', "
+            f"'token'], got {value!r:.120}"
+        )
+    for n, name in enumerate(value):
+        if not isinstance(name, str) or not options.field_words(name):
+            raise ValueError(
+                f"{where}[{n}] must be a field name with at least one letter or digit, got "
+                f"{name!r:.120}"
+            )
+    return tuple(value)
+
+
 # RFC 6750's b64token: what an ``Authorization: Bearer`` header can carry as it is.
 _BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
 BEARER_TOKEN_MIN_LENGTH = 32
@@ -605,6 +624,20 @@ class Settings:
         check="pqjobs.E060",
         meaning="Permission needed to see payloads, results, errors and tracebacks in the "
         "admin (None: whoever may view jobs).",
+    )
+    ADMIN_SECRETS_PERMISSION = Setting(
+        "django_pqjobs.view_job_secrets",
+        optional_permission,
+        check="pqjobs.E063",
+        meaning="Permission needed to see secret fields (REDACTED_FIELDS) and encrypted "
+        "payloads and results in the clear in the admin (None: whoever sees job data).",
+    )
+    REDACTED_FIELDS = Setting(
+        "default",
+        redacted_fields,
+        check="pqjobs.E064",
+        meaning="Names of payload, result and progress fields holding secrets, masked for "
+        "staff without ADMIN_SECRETS_PERMISSION ('default': common secrets; [] none).",
     )
     AUDIT_RETENTION = Setting(
         365 * DAY,

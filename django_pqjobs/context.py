@@ -13,7 +13,7 @@ from . import transitions
 from .enqueue import insert, prepare
 from .errors import JobCancelled
 from .options import finite_number
-from .protection import reveal
+from .protection import reveal_value
 from .serialization import from_json, storable_text, to_json
 from .transitions import Fence
 
@@ -103,7 +103,7 @@ class JobContext:
             rows = cursor.fetchall()
         # results of encrypted types are opened for the handler
         return {
-            int(job_id): reveal(from_json(text), f"the result of job {job_id}")
+            int(job_id): reveal_value(from_json(text), f"the result of job {job_id}")
             for job_id, text in rows
         }
 

@@ -81,7 +81,9 @@ def job(
     sequence: KeyTemplate | None = None,
     sequence_on_failure: str | None = None,
     atomic: bool = False,
-    encrypted: bool = False,
+    encrypted: bool | Sequence[str] = False,
+    version: int | None = None,
+    upgrade: Callable[[Any, int], Any] | None = None,
     isolation: Isolation | None = None,
     memory_limit: int | str | None = None,
     concurrency: int | None = None,
@@ -137,7 +139,11 @@ def job(
     ``PQJOBS["SEQUENCE_ON_FAILURE"]``) or go on (``"continue"``).
 
     ``encrypted=True`` keeps the payload and the result encrypted at rest with the keys of
-    ``PQJOBS["ENCRYPTION_KEYS"]`` (see docs/guides/writing-jobs.md#encrypted-jobs).
+    ``PQJOBS["ENCRYPTION_KEYS"]``; ``encrypted=["card_number"]`` only those top-level fields
+    (see docs/guides/writing-jobs.md#encrypted-jobs). ``version=2`` with
+    ``upgrade=fn(payload, version)`` declares the payload's shape: jobs written for an
+    older version (an earlier deploy's) are upgraded before the handler runs (see
+    docs/guides/writing-jobs.md#versioned-payloads).
 
     ``cron`` (``"0 3 * * *"``; 6 fields = seconds last) or ``interval`` (timedelta or
     seconds) also declares a schedule named after the job type, synced to the Schedule
@@ -175,6 +181,8 @@ def job(
             "sequence_on_failure": sequence_on_failure,
             "atomic": atomic,
             "encrypted": encrypted,
+            "version": version,
+            "upgrade": upgrade,
             "isolation": isolation,
             "memory_limit": memory_limit,
             "concurrency": concurrency,

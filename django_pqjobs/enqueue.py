@@ -117,6 +117,7 @@ class PreparedJob:
     deadline: datetime | None = None  # ... or this moment
     sequence_key: str | None = None  # runs after the job enqueued before it with this key
     sequence_on_failure: str = "halt"  # ... and on a failure of that one: halt or continue
+    payload_version: int | None = None  # the type's payload shape, when past 1
     parent_id: int | None = None
     schedule_id: int | None = None
     flow: Flow = NO_FLOW
@@ -204,9 +205,10 @@ def prepare(
         return chosen[name] if name in chosen else specification.default(name, known)
 
     queue = value("queue")
-    payload_json = serialize_payload(job_type, payload)
+    # keys derived from the payload read it in clear, whatever is stored
+    clear_json = payload_json = serialize_payload(job_type, payload)
     if known is not None and known.encrypted:
-        payload_json = protection.seal(payload_json, f"the payload of job type {job_type!r}")
+        payload_json = stored_payload(known, payload, clear_json)
     deadline = chosen.get("deadline")
     if deadline is not None:
         due = chosen.get("run_after") or timezone.now() + timedelta(seconds=chosen.get("delay", 0))
@@ -229,7 +231,7 @@ def prepare(
             unique_states = ALL_FINISHED  # one job per window, whatever its status
         if key is None:
             # a debounced type keeps one pending job (the payload changes: it is the latest)
-            key = DEBOUNCE_KEY if unique_by is None else payload_key(payload_json, unique_by, where)
+            key = DEBOUNCE_KEY if unique_by is None else payload_key(clear_json, unique_by, where)
     return PreparedJob(
         job_type=job_type,
         payload_json=payload_json,
@@ -250,12 +252,31 @@ def prepare(
         deadline=deadline,
         sequence_key=sequence,
         sequence_on_failure=value("sequence_on_failure"),
+        payload_version=_version(known),
         parent_id=parent_id,
         schedule_id=schedule_id,
         flow=flow_of(job_type, known, queue, payload, chosen.get("concurrency_key")),
         depends_on=chosen.get("depends_on", ()),
         on_dependency_failure=chosen.get("on_dependency_failure", "cancel"),
     )
+
+
+def stored_payload(known: JobType, payload: Any, payload_json: str) -> str:
+    """The JSON text stored for a payload of an encrypted type: sealed whole, or its named
+    fields sealed (``protection.py``)."""
+    return protection.seal_value(
+        {} if payload is None else payload,
+        known.encrypted,
+        payload_json,
+        f"the payload of job type {known.name!r}",
+    )
+
+
+def _version(known: JobType | None) -> int | None:
+    """The payload version a job of this type is stored with: None for 1, as the column's
+    NULL reads (so a type that never declared one writes nothing)."""
+    version = None if known is None else known.version
+    return None if version is None or version == 1 else version
 
 
 _COLUMNS = (
@@ -290,8 +311,10 @@ _ENQUEUE_ONE_FLOW = _ENQUEUE_ONE.replace(
 _ENQUEUE_ONE_UNIQUE = _ENQUEUE_ONE_FLOW.replace(
     "%s::double precision)", "%s::double precision, %s::double precision, %s::smallint)"
 )
-# A deadline, in named notation after whichever arguments come before it (migration 0022).
-_WITH_DEADLINE = ", p_expires_at => %s::timestamptz, p_expires_in => %s::double precision)"
+# A deadline (migration 0022) and a payload version (0023), in named notation after
+# whichever arguments come before them.
+_WITH_DEADLINE = ", p_expires_at => %s::timestamptz, p_expires_in => %s::double precision"
+_WITH_VERSION = ", p_payload_version => %s::smallint"
 _KEY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('pqjobs.key'), hashtext(%s))"
 _WAITING = """
     SELECT count(*), max(id) FROM pqjobs_job
@@ -414,6 +437,8 @@ def _insert_job(job: PreparedJob, alias: str, trace_context: str | None) -> Inse
         params += [job.unique_for, job.unique_states]
     if _expires(job):
         params += [job.deadline, job.expires_in]
+    if job.payload_version is not None:
+        params.append(job.payload_version)
     if flow.max_waiting is not None:
         assert flow.concurrency_key is not None
         with transaction.atomic(using=alias, savepoint=False):
@@ -451,7 +476,10 @@ def _statement(job: PreparedJob) -> str:
         statement = _ENQUEUE_ONE_UNIQUE
     else:
         statement = _ENQUEUE_ONE if job.flow is NO_FLOW else _ENQUEUE_ONE_FLOW
-    return statement[:-1] + _WITH_DEADLINE if _expires(job) else statement
+    named = (_WITH_DEADLINE if _expires(job) else "") + (
+        "" if job.payload_version is None else _WITH_VERSION
+    )
+    return f"{statement[:-1]}{named})" if named else statement
 
 
 def announce_replaced(alias: str, job_ids: list[int]) -> None:
@@ -629,11 +657,11 @@ _DEADLINE = (
 )
 _INSERT_MANY = f"""
     INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id, unique_until, unique_states,
-                            expires_at)
+                            expires_at, payload_version)
     SELECT %s, %s, t.payload::jsonb, 'ready', %s, 0, %s,
            COALESCE(%s, now()) + make_interval(secs => %s),
            %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb, %s::bigint,
-           {_WINDOW_END.format(p="%s::double precision")}, %s, {_DEADLINE}
+           {_WINDOW_END.format(p="%s::double precision")}, %s, {_DEADLINE}, %s::smallint
     FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(payload, dedupe_key, n)
     ORDER BY t.n
     {_ON_CONFLICT}
@@ -642,12 +670,12 @@ _INSERT_MANY = f"""
 # The same with the flow-control columns: a concurrency key per job, one rate for all.
 _INSERT_MANY_FLOW = f"""
     INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id, unique_until, unique_states,
-                            expires_at, concurrency_key, concurrency_limit, rate_key,
-                            rate_limit, rate_period)
+                            expires_at, payload_version, concurrency_key, concurrency_limit,
+                            rate_key, rate_limit, rate_period)
     SELECT %s, %s, t.payload::jsonb, 'ready', %s, 0, %s,
            COALESCE(%s, now()) + make_interval(secs => %s),
            %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb, %s::bigint,
-           {_WINDOW_END.format(p="%s::double precision")}, %s, {_DEADLINE},
+           {_WINDOW_END.format(p="%s::double precision")}, %s, {_DEADLINE}, %s::smallint,
            t.concurrency_key, %s, t.rate_key, %s, %s
     FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[])
          WITH ORDINALITY AS t(payload, dedupe_key, concurrency_key, rate_key, n)
@@ -722,9 +750,9 @@ def enqueue_many(
         expires_in=expires_in,
         deadline=deadline,
     )
-    texts = [serialize_payload(job_type, p) for p in payload_list]
+    texts = clear = [serialize_payload(job_type, p) for p in payload_list]
     if known is not None and known.encrypted:
-        texts = [protection.seal(t, f"the payload of job type {job_type!r}") for t in texts]
+        texts = [stored_payload(known, p, t) for p, t in zip(payload_list, clear, strict=True)]
     if not keys:
         keys = [None] * len(texts)
     keys = [
@@ -735,7 +763,7 @@ def enqueue_many(
         where = f"job type {job_type!r}"
         keys = [
             payload_key(text, template.unique_by, where) if key is None else key
-            for key, text in zip(keys, texts, strict=True)
+            for key, text in zip(keys, clear, strict=True)
         ]
     if template.dedupe != "skip":
         _refuse_repeated_keys(template, keys)
@@ -834,6 +862,7 @@ def _insert_many(
             job.run_at,
             job.delay,
             job.expires_in,
+            job.payload_version,
         ]
         if job.flow is NO_FLOW:
             params += [[texts[n] for n in todo], [keys[n] for n in todo]]
@@ -915,7 +944,9 @@ def _debounced(
     assert debounce is not None
     for key, (job_id, status) in holders.items():
         if status in ("ready", "blocked"):
-            if transitions.push_back(cursor, job_id, job.payload_json, debounce, job.debounce_max):
+            if transitions.push_back(
+                cursor, job_id, job.payload_json, job.payload_version, debounce, job.debounce_max
+            ):
                 kept[key] = job_id
         elif status == "running":
             transitions.let_go_of_key(cursor, job_id)

@@ -181,6 +181,12 @@ class Job(models.Model):
         help_text="The sequence the job belongs to: jobs of one sequence run one at a time, "
         "in enqueue order (each waits for the one before it).",
     )
+    payload_version = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="The version of its job type's payload shape the payload was written for "
+        "(@job(version=N)); empty: 1. An older one is upgraded before the handler runs.",
+    )
     last_error = models.TextField(blank=True, default="", db_default="")
     error_type = models.CharField(max_length=200, blank=True, default="", db_default="")
     result = models.JSONField(encoder=DjangoJSONEncoder, null=True, blank=True)
@@ -269,6 +275,13 @@ class Job(models.Model):
     class Meta:
         db_table = "pqjobs_job"
         ordering = ["-id"]
+        permissions = [
+            (
+                "view_job_secrets",
+                "Can see secrets in job data (fields PQJOBS['REDACTED_FIELDS'] names, "
+                "encrypted payloads and results)",
+            ),
+        ]
         indexes = [
             # Serves the claim query's WHERE and ORDER BY exactly: claiming reads only ready
             # rows, however many finished rows the table holds.
@@ -630,6 +643,23 @@ class SequenceTail(models.Model):
 
     def __str__(self) -> str:
         return f"sequence {self.key}: last job #{self.last_job_id}"
+
+
+class ProtectedType(models.Model):
+    """A job type declared ``encrypted``, as ``manage.py migrate`` last published it:
+    ``pqjobs_enqueue()`` refuses a payload of it that is not sealed, so no SQL caller stores
+    one in clear. ``fields``: the top-level fields sealed one by one, or null (the whole
+    payload)."""
+
+    job_type = models.CharField(max_length=NAME_MAX_LENGTH, primary_key=True)
+    fields = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        db_table = "pqjobs_protected_type"
+        ordering = ["job_type"]
+
+    def __str__(self) -> str:
+        return f"{self.job_type}: encrypted"
 
 
 class OverlapPolicy(models.TextChoices):

@@ -380,3 +380,35 @@ def waiting_full(value: object, what: str = "when_waiting_full") -> WaitingFull:
     if value == "skip":
         return "skip"
     raise InvalidJobOption(f"{what} must be 'refuse' or 'skip', got {value!r}")
+
+
+# The names of fields that hold secrets, masked in the admin (redaction.py) unless
+# PQJOBS["REDACTED_FIELDS"] says otherwise.
+DEFAULT_REDACTED_FIELDS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "api_key",
+    "apikey",
+    "authorization",
+    "cookie",
+    "private_key",
+    "card",
+    "card_number",
+    "cvv",
+    "cvc",
+    "pin",
+    "iban",
+    "account_number",
+    "ssn",
+)
+
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def field_words(name: str) -> tuple[str, ...]:
+    """The words of a field name, lower-cased: ``"X-Api-Key"`` -> ``("x", "api", "key")``,
+    ``"accessToken"`` -> ``("access", "token")``."""
+    return tuple(word.lower() for word in _WORD.findall(name))

@@ -6,19 +6,33 @@ the JSON text of the value, encrypted with the newest key of ``PQJOBS["ENCRYPTIO
 key of the list opens it, so keys rotate: put the new key first, keep the old ones until
 the jobs they sealed are pruned. The worker opens a job's payload just before its handler
 runs; the application opens results it reads (``wait_for``, a task's result,
-``ctx.dependency_results()``); the admin opens them only for users who may see job data.
+``ctx.dependency_results()``); the admin opens them only for users who may see secrets.
+
+``encrypted=("card_number", "cvv")`` seals those top-level fields one by one instead (each
+its own envelope), so the rest of the payload stays readable to operators. Whole or by
+field, ``pqjobs_enqueue()`` refuses an unsealed payload of the type once ``migrate`` has
+published it (``publish``, the table ``pqjobs_protected_type``).
 """
 
 from __future__ import annotations
 
 import functools
+import json
+from collections.abc import Mapping
 from typing import Any
 
+from django.core.signals import setting_changed
+
 from .conf import conf
-from .errors import InvalidJobOption, PermanentError
+from .errors import InvalidJobOption, PayloadError, PermanentError
+from .fernet import InvalidToken, Opener
 from .serialization import from_json, to_json
 
 ENVELOPE = "pqjobs_encrypted"
+
+# A type's declaration: True (the whole payload and result) or the names of the top-level
+# fields sealed one by one; False: neither.
+Encrypted = bool | tuple[str, ...]
 
 
 class SealedError(PermanentError):
@@ -33,8 +47,64 @@ def is_sealed(value: Any) -> bool:
 
 def seal(json_text: str, what: str) -> str:
     """The JSON text of the envelope holding ``json_text``; ``what`` names it in errors."""
-    token = _keys(what, InvalidJobOption).encrypt(json_text.encode("utf-8")).decode("ascii")
-    return to_json({ENVELOPE: token}, what, None, "")
+    return to_json({ENVELOPE: _sealed_token(json_text, what)}, what, None, "")
+
+
+def _sealed_token(json_text: str, what: str) -> str:
+    fernet = _fernet(_keys(what, InvalidJobOption))
+    return str(fernet.encrypt(json_text.encode("utf-8")).decode("ascii"))
+
+
+def seal_value(value: Any, encrypted: Encrypted, json_text: str, what: str) -> str:
+    """The JSON text to store for ``value`` (whose JSON text is ``json_text``) of a type
+    declared ``encrypted``: the text sealed whole, or a copy of the object with the named
+    fields sealed one by one (a field it lacks is left out; a value that is not an object
+    is refused: its fields cannot be found)."""
+    if encrypted is True:
+        return seal(json_text, what)
+    if not encrypted:
+        return json_text
+    if not isinstance(value, Mapping):
+        raise PayloadError(
+            f"{what} must be a JSON object: its fields {', '.join(encrypted)} are encrypted "
+            f"at rest; got {type(value).__name__}"
+        )
+    document = from_json(json_text)
+    for name in encrypted:
+        if name in document:
+            field = to_json(document[name], f"{what}, field {name!r}", None, "")
+            document[name] = {ENVELOPE: _sealed_token(field, f"{what}, field {name!r}")}
+    return to_json(document, what, None, "")
+
+
+def is_protected(value: Any, encrypted: Encrypted) -> bool:
+    """Whether ``value`` is stored as a type declared ``encrypted`` stores it: sealed
+    whole, or each of its named fields sealed."""
+    if encrypted is True:
+        return is_sealed(value)
+    if not encrypted or not isinstance(value, Mapping):
+        return not encrypted
+    return all(is_sealed(value[name]) for name in encrypted if name in value)
+
+
+def holds_sealed(value: Any) -> bool:
+    """Whether ``value`` is an envelope or an object with envelopes among its fields."""
+    return is_sealed(value) or (
+        isinstance(value, dict) and any(is_sealed(v) for v in value.values())
+    )
+
+
+def reveal_value(value: Any, what: str = "the value") -> Any:
+    """``value`` opened: an envelope, or an object whose fields are envelopes (each opened);
+    anything else as it is. :class:`SealedError` when no key opens one."""
+    if is_sealed(value):
+        return reveal(value, what)
+    if holds_sealed(value):
+        return {
+            name: reveal(v, f"{what}, field {name!r}") if is_sealed(v) else v
+            for name, v in value.items()
+        }
+    return value
 
 
 def reveal(value: Any, what: str = "the value") -> Any:
@@ -42,37 +112,62 @@ def reveal(value: Any, what: str = "the value") -> Any:
     key opens it."""
     if not is_sealed(value):
         return value
-    fernet = _keys(what)
+    return open_token(value[ENVELOPE], what)
+
+
+def open_token(token: str, what: str) -> Any:
+    """The value an envelope's token holds; :class:`SealedError` when no key opens it."""
+    opener = _current or _remember(what)
     try:
-        plain = fernet.decrypt(value[ENVELOPE].encode("ascii"))
-    except (_invalid_token(), UnicodeEncodeError):  # a forged or damaged token
+        plain = opener.open(token)
+    except InvalidToken:  # a forged or damaged token, or one sealed with a key not listed
         raise SealedError(
             f"no key of PQJOBS['ENCRYPTION_KEYS'] opens {what} (was the key that sealed it "
             "rotated out?)"
         ) from None
-    return from_json(plain.decode("utf-8"))
+    return json.loads(plain.decode("utf-8"))
 
 
-@functools.cache
-def _invalid_token() -> type[Exception]:
-    from cryptography.fernet import InvalidToken
-
-    return InvalidToken
+# The opener of the keys in settings, kept between jobs (reading the setting costs a
+# no-op job's opening a fifth more); forgotten when the settings change (tests).
+_current: Opener | None = None
 
 
-def _keys(what: str, error: type[Exception] = SealedError) -> Any:
-    keys = conf.ENCRYPTION_KEYS
+def _remember(what: str) -> Opener:
+    global _current
+    _current = opener = _opener(_keys(what))
+    return opener
+
+
+def _forget(setting: str, **kwargs: Any) -> None:
+    global _current
+    if setting == "PQJOBS":
+        _current = None
+
+
+setting_changed.connect(_forget, dispatch_uid="django_pqjobs.protection")
+
+
+def _keys(what: str, error: type[Exception] = SealedError) -> tuple[str, ...]:
+    keys: tuple[str, ...] = conf.ENCRYPTION_KEYS
     if not keys:
         raise error(
             f"{what} is encrypted at rest and PQJOBS['ENCRYPTION_KEYS'] is empty: set it "
             "(Fernet keys, the newest first)"
         )
-    return _fernet(keys)
+    return keys
+
+
+@functools.lru_cache(maxsize=4)
+def _opener(keys: tuple[str, ...]) -> Opener:
+    # made once per list of keys: opening is the hot path of every encrypted job
+    _fernet(keys)  # cryptography installed, or the error that says so
+    return Opener(keys)
 
 
 @functools.lru_cache(maxsize=4)
 def _fernet(keys: tuple[str, ...]) -> Any:
-    # one MultiFernet per list of keys: made once, it is the hot path of every encrypted job
+    # the newest key seals (cryptography's Fernet: a fresh IV from os.urandom each time)
     try:
         from cryptography.fernet import Fernet, MultiFernet
     except ImportError:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import protection, specification
 from .arguments import Arguments, Mismatch
-from .errors import JobTypeAlreadyRegistered, PermanentError
+from .errors import JobTypeAlreadyRegistered, PermanentError, Snooze
 from .keys import KeyTemplate
 from .options import Dedupe, Isolation, Rate, WaitingFull
 from .policies import BackoffPolicy
@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 # A handler takes a JobContext and returns its result (``context.py`` imports this module
 # through ``enqueue``, so the type is not spelled out here).
 Handler = Callable[..., Any]
+
+# A job whose payload a newer deploy wrote snoozes this long (not charged as an attempt)
+# while workers of the older code still run; PQJOBS["SNOOZE_LIMIT"] bounds how often.
+VERSION_SNOOZE = 30.0
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,10 @@ class JobType:
     sequence: KeyTemplate | None = None
     sequence_on_failure: str | None = None  # "halt" | "continue"; None: the setting's
     atomic: bool = False
-    encrypted: bool = False  # payload and result encrypted at rest (protection.py)
+    # payload and result encrypted at rest, or the payload fields named (protection.py)
+    encrypted: protection.Encrypted = False
+    version: int | None = None  # the payload's shape; None: 1
+    upgrade: Callable[[Any, int], Any] | None = None  # (payload, its version) -> current shape
     isolation: Isolation | None = None
     memory_limit: int | None = None
     schedule: ScheduleSpec | None = None
@@ -76,9 +83,13 @@ class JobType:
         """Call the handler: with the context alone, or also with the job's payload rebuilt
         as its typed arguments (a payload that does not fit fails the job for good, the
         field named). An encrypted type's payload is opened first (a clear one, or one no
-        key opens, fails the job for good)."""
+        key opens, fails the job for good); one written for an older version of the type
+        is upgraded."""
+        job = ctx.job
         if self.encrypted:
-            ctx.job.payload = self._opened(ctx.job)
+            job.payload = self._opened(job)
+        if (job.payload_version or 1) != (self.version or 1):
+            job.payload = self._upgraded(job)
         if self.arguments is None:
             return self.handler(ctx)
         try:
@@ -94,13 +105,45 @@ class JobType:
         return specification.declared_by(self)
 
     def _opened(self, job: Any) -> Any:
-        if not protection.is_sealed(job.payload):
+        payload = job.payload
+        if self.encrypted is True and protection.is_sealed(payload):  # the usual case, quickly
+            return protection.open_token(
+                payload[protection.ENVELOPE], f"the payload of job {job.id}"
+            )
+        if not protection.is_protected(payload, self.encrypted):
             raise protection.SealedError(
                 f"job type {self.name!r} is encrypted, but the payload of job {job.id} is "
                 "stored in clear (enqueued from SQL, or before the type was encrypted): "
                 "refused, so that no payload of an encrypted type is ever handled unread"
             )
-        return protection.reveal(job.payload, f"the payload of job {job.id}")
+        return protection.reveal_value(job.payload, f"the payload of job {job.id}")
+
+    def _upgraded(self, job: Any) -> Any:
+        """The payload of a job written for another version of this type, in the current
+        shape (see docs/guides/writing-jobs.md#versioned-payloads)."""
+        written, current = job.payload_version or 1, self.version or 1
+        where = f"the payload of job {job.id} (job type {self.name!r})"
+        if written > current:
+            # a newer deploy wrote it while this worker still runs the older code
+            raise Snooze(
+                VERSION_SNOOZE,
+                f"{where} is version {written}, newer than this worker's {current}: left for "
+                "a worker running the newer code",
+            )
+        if self.upgrade is None:
+            raise PermanentError(
+                f"{where} is version {written}; the type is at version {current} and "
+                "declares no upgrade= to bring it there"
+            )
+        try:
+            upgraded = self.upgrade(job.payload, written)
+        except Exception as exc:
+            raise PermanentError(
+                f"upgrading {where} from version {written} to {current} failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        job.payload_version = current
+        return upgraded
 
     @property
     def dotted_path(self) -> str:

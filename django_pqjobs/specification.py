@@ -46,6 +46,41 @@ def _flag(value: object, what: str) -> bool:
     return value
 
 
+def _encrypted(value: object, what: str) -> bool | tuple[str, ...]:
+    """True or False, or the names of the top-level payload fields sealed one by one."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (list, tuple)) and value:
+        names = tuple(value)
+        for name in names:
+            if not isinstance(name, str) or not name or len(name) > options.NAME_MAX_LENGTH:
+                raise InvalidJobOption(
+                    f"{what}: each field name must be non-empty text, got {name!r:.120}"
+                )
+        if len(set(names)) != len(names):
+            raise InvalidJobOption(f"{what} names a field twice: {names!r:.200}")
+        return names
+    raise InvalidJobOption(
+        f"{what} must be True, False or a list of payload field names, got {value!r:.120}"
+    )
+
+
+def _version(value: object, what: str) -> int:
+    """A payload shape's version: a whole number from 1 (the jobs table keeps a smallint)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 32767:
+        raise InvalidJobOption(f"{what} must be a whole number from 1 to 32767, got {value!r:.120}")
+    return value
+
+
+def _upgrade(value: object, what: str) -> Any:
+    if not callable(value):
+        raise InvalidJobOption(
+            f"{what} must be a function upgrade(payload, version) returning the payload in "
+            f"the current shape, got {value!r:.120}"
+        )
+    return value
+
+
 def _task_dedupe_key(value: object, what: str) -> Any:
     """A task's key: a string, or a function of the task's arguments returning one (or None)."""
     if callable(value):
@@ -118,7 +153,9 @@ OPTIONS: dict[str, Option] = {
             setting="SEQUENCE_ON_FAILURE",
         ),
         _option("atomic", _flag, "type"),
-        _option("encrypted", _flag, "type"),
+        _option("encrypted", _encrypted, "type"),
+        _option("version", _version, "type"),
+        _option("upgrade", _upgrade, "type"),
         # the worker applies PQJOBS["ISOLATION"] when the type sets none
         _option("isolation", options.isolation, "type", "task"),
         _option("memory_limit", options.memory_limit, "type", "task"),
@@ -198,6 +235,11 @@ def check_rules(
             )
     if get("rate_key") is not None and get("rate") is None:
         raise InvalidJobOption(f"{where}: rate_key needs rate='N/period'")
+    if get("upgrade") is not None and (get("version") or 1) < 2:
+        raise InvalidJobOption(
+            f"{where}: upgrade needs version=2 or more (it turns the payloads of older "
+            "versions into the current shape)"
+        )
     if get("run_after") is not None and get("delay") is not None:
         raise InvalidJobOption(f"{where}: give run_after or delay, not both")
     if get("expires_in") is not None and get("deadline") is not None:

@@ -30,7 +30,7 @@ from .errors import (
 )
 from .printable import one_line
 from .registry import registry
-from .serialization import to_json
+from .serialization import from_json, to_json
 from .statuses import AfterFailure, FailureKind
 
 # Frames of these modules come before the handler's own in every traceback; they say
@@ -278,11 +278,19 @@ def safe_repr(value: Any, limit: int = 200) -> str:
 
 
 def _stored_result(job_type: str, result_json: str) -> str:
-    """The result as stored: encrypted at rest for a type declared ``encrypted=True``."""
+    """The result as stored: encrypted at rest for a type declared ``encrypted``: whole,
+    or the fields it names when the result is an object (else whole)."""
     known = registry.get(job_type)
     if known is None or not known.encrypted:
         return result_json
+    encrypted, value = known.encrypted, None
+    if encrypted is not True:
+        value = from_json(result_json)
+        if not isinstance(value, dict):
+            encrypted = True
     try:
-        return protection.seal(result_json, f"the result of job type {job_type!r}")
+        return protection.seal_value(
+            value, encrypted, result_json, f"the result of job type {job_type!r}"
+        )
     except InvalidJobOption as exc:  # no keys, or no cryptography: fail it, store nothing
         raise PayloadError(str(exc)) from None

@@ -28,7 +28,7 @@ from .errors import (
     WaitTimeout,
 )
 from .notify import listening_connection
-from .protection import reveal
+from .protection import reveal_value
 from .serialization import from_json
 
 __all__ = ["wait_for", "wait_for_async"]
@@ -58,7 +58,10 @@ def _result_of(job_id: int, row: tuple[Any, ...]) -> tuple[bool, Any]:
     status, result, error_type, error = row[:4]
     if status == "done":
         # an encrypted type's result is opened here, for the application that waits
-        return True, None if result is None else reveal(from_json(result), f"job {job_id}'s result")
+        opened = (
+            None if result is None else reveal_value(from_json(result), f"job {job_id}'s result")
+        )
+        return True, opened
     if status == "failed":
         raise JobFailed(job_id, status, error_type, error)
     if status == "cancelled":

@@ -25,6 +25,7 @@ from django.utils.safestring import SafeString
 
 from ..models import Batch, Job
 from ..options import NAME_MAX_LENGTH
+from ..redaction import may_see_secrets, redact
 from ..statuses import BATCH_CALLBACKS, JobStatus
 from . import composition, display
 from .changelist import GuardedListAdmin, RefusedQuery
@@ -90,6 +91,7 @@ class BatchPage:
     by_status: dict[str, int] = field(default_factory=dict)
     callback_jobs: composition.Linked = field(default_factory=composition.Linked)
     shows_data: bool = False  # whether this user sees the callbacks' payloads
+    shows_secrets: bool = False  # ... and their secret fields
 
 
 _PAGE_ATTRIBUTE = "_pqjobs_batch_page"
@@ -216,6 +218,7 @@ class BatchAdmin(GuardedListAdmin):
             by_status=composition.members_by_status(rows.db, batch.pk),
             callback_jobs=composition.callback_jobs(rows.db, batch.pk),
             shows_data=shows_data(request),
+            shows_secrets=may_see_secrets(request.user),
         )
         setattr(batch, _PAGE_ATTRIBUTE, page)
         return batch
@@ -299,9 +302,10 @@ class BatchAdmin(GuardedListAdmin):
     @admin.display(description="declared")
     def callbacks_declared(self, batch: Batch) -> SafeString | str:
         declared = batch.callbacks if isinstance(batch.callbacks, dict) else {}
-        show = _page(batch).shows_data
+        page = _page(batch)
+        show = page.shows_data
         rows = [
-            (f"on {kind}", *_callback_spec(declared[kind], show))
+            (f"on {kind}", *_callback_spec(declared[kind], show, page.shows_secrets))
             for kind in BATCH_CALLBACKS
             if kind in declared
         ]
@@ -342,15 +346,19 @@ class BatchAdmin(GuardedListAdmin):
         )
 
 
-def _callback_spec(spec: Any, show_data: bool) -> tuple[str, str, SafeString | str]:
+def _callback_spec(
+    spec: Any, show_data: bool, show_secrets: bool
+) -> tuple[str, str, SafeString | str]:
     """A declared callback's job type, queue and payload excerpt (hidden without the data
-    permission)."""
+    permission; its secrets masked without the secrets permission)."""
     if not isinstance(spec, dict):
         return "?", "?", "-"
     job_type, queue = str(spec.get("job_type", "?")), str(spec.get("queue", "?"))
     if not show_data:
         return job_type, queue, "hidden"
-    text = json.dumps(spec.get("payload"), ensure_ascii=False, sort_keys=True)
+    payload = spec.get("payload")
+    shown = payload if show_secrets else redact(payload)
+    text = json.dumps(shown, ensure_ascii=False, sort_keys=True)
     if len(text) <= PAYLOAD_EXCERPT_CHARS:
         return job_type, queue, format_html("<code>{}</code>", text)
     return (

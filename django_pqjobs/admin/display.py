@@ -13,7 +13,8 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from .. import protection
+from .. import protection, redaction
+from ..conf import conf
 from ..errors import InvalidJobOption
 from ..models import CALENDAR_END, CALENDAR_START
 from .excerpts import Excerpt
@@ -207,19 +208,31 @@ def pretty_json(value: Any) -> SafeString:
     return format_html('<pre style="white-space:pre-wrap;margin:0">{}</pre>', text)
 
 
-def json_excerpt(excerpt: Excerpt) -> SafeString:
-    """JSON text, indented when it is whole; a cut one as it is, saying how much is cut. A
-    value encrypted at rest is shown opened (this is shown only to users who may see job
-    data), or says why it cannot be."""
+def json_excerpt(excerpt: Excerpt, show_secrets: bool) -> SafeString:
+    """JSON text, indented when it is whole; a cut one as it is, saying how much is cut.
+    For a user who may see secrets, a value encrypted at rest is shown opened (or says why
+    it cannot be); for one who may not, secret fields and encrypted values are masked
+    (``redaction.py``), and a cut excerpt, which cannot be read to mask, is not shown."""
     if excerpt.cut <= 0:
         try:
             value = json.loads(excerpt.text)
         except (ValueError, RecursionError):
             value = excerpt  # not parseable here (too deep): shown as stored
-        if protection.is_sealed(value):
-            return _opened(value)
+        if value is excerpt and not show_secrets:
+            return format_html("<p>{}</p>", redaction.TOO_DEEP)
         if value is not excerpt:
+            if not show_secrets:
+                return pretty_json(redaction.redact(value))
+            if protection.holds_sealed(value):
+                return _opened(value)
             return pretty_json(value)
+    if not show_secrets:
+        return format_html(
+            "<p>{} characters: too long to show with its secrets masked here. Users with "
+            "the permission {} see it.</p>",
+            f"{excerpt.length:,}",
+            repr(conf.ADMIN_SECRETS_PERMISSION),
+        )
     return format_html(
         '<pre style="white-space:pre-wrap;margin:0">{}</pre>{}',
         excerpt.text,
@@ -229,11 +242,11 @@ def json_excerpt(excerpt: Excerpt) -> SafeString:
 
 def _opened(sealed: Any) -> SafeString:
     try:
-        value = protection.reveal(sealed, "this value")
+        value = protection.reveal_value(sealed, "this value")
     except (protection.SealedError, InvalidJobOption) as exc:
         return format_html("<p>Encrypted at rest; it cannot be shown: {}</p>", exc)
     return format_html(
-        "<p>Encrypted at rest (opened for you: you may see job data).</p>{}", pretty_json(value)
+        "<p>Encrypted at rest (opened for you: you may see secrets).</p>{}", pretty_json(value)
     )
 
 

@@ -26,6 +26,7 @@ from django.db.models import (
     Q,
     QuerySet,
     TextField,
+    Value,
     When,
     Window,
 )
@@ -65,10 +66,11 @@ class Excerpt:
 # --- the job list ----------------------------------------------------------------------------
 
 
-def list_rows(queryset: QuerySet[Job], show_data: bool) -> QuerySet[Job]:
+def list_rows(queryset: QuerySet[Job], show_data: bool, show_secrets: bool) -> QuerySet[Job]:
     """The list's rows: no big column, but the start and end of the error (for its summary
     line), the progress numbers and message, each cut short, and a task's call from a small
-    payload (see :func:`task_call_payload`)."""
+    payload (see :func:`task_call_payload`; ``mask_secrets`` when the user may not see
+    them)."""
     columns: dict[str, Any] = {
         "progress_done": Left(KT("progress__done"), PROGRESS_NUMBER_CHARS),
         "progress_total": Left(KT("progress__total"), PROGRESS_NUMBER_CHARS),
@@ -78,6 +80,8 @@ def list_rows(queryset: QuerySet[Job], show_data: bool) -> QuerySet[Job]:
         columns["error_tail"] = Right("last_error", ERROR_SUMMARY_CHARS)
         columns["progress_message"] = Left(KT("progress__message"), PROGRESS_MESSAGE_CHARS)
         columns["task_payload"] = task_call_payload()
+        if not show_secrets:
+            columns["mask_secrets"] = Value(True)
     return queryset.defer(*BIG_COLUMNS).annotate(**columns)
 
 
@@ -137,6 +141,7 @@ class JobPage:
     """What the job page shows of one job's big columns and attempt history."""
 
     show_data: bool
+    show_secrets: bool = False  # and secret fields, and encrypted values, in the clear
     payload: Excerpt | None = None
     result: Excerpt | None = None
     last_error: Excerpt | None = None
@@ -150,10 +155,10 @@ class JobPage:
         return self.attempts_total - len(self.attempts)
 
 
-def load_page(alias: str, job_id: int, show_data: bool) -> JobPage:
+def load_page(alias: str, job_id: int, show_data: bool, show_secrets: bool) -> JobPage:
     """Read the excerpts, the latest attempts and the latest operator actions of job
     ``job_id`` (three queries)."""
-    page = JobPage(show_data=show_data)
+    page = JobPage(show_data=show_data, show_secrets=show_secrets)
     params = {
         "id": job_id,
         "chars": SHOWN_CHARS,

@@ -33,6 +33,8 @@ from ..conf import conf
 from ..models import Job, JobAttempt, WorkerRecord
 from ..options import UNIQUE_STATE_BITS
 from ..printable import counted
+from ..redaction import may_see_secrets, redact
+from ..registry import registry
 from ..serialization import from_json
 from ..statuses import FINISHED_STATUSES
 from ..tasks.payload import describe_call
@@ -148,7 +150,10 @@ class JobAdmin(GuardedListAdmin):
                 ]
             },
         ),
-        ("Payload and result", {"fields": ["payload_pretty", "result_pretty", "progress_bar"]}),
+        (
+            "Payload and result",
+            {"fields": ["payload_pretty", "payload_shape", "result_pretty", "progress_bar"]},
+        ),
         (
             "Timing",
             {
@@ -235,7 +240,7 @@ class JobAdmin(GuardedListAdmin):
         return ["error_type" if c == "error" else c for c in self.list_display]
 
     def list_rows(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        return excerpts.list_rows(queryset, self.shows_data(request))
+        return excerpts.list_rows(queryset, self.shows_data(request), may_see_secrets(request.user))
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
@@ -249,7 +254,12 @@ class JobAdmin(GuardedListAdmin):
             job = rows.get(**{field.name: field.to_python(object_id)})
         except (Job.DoesNotExist, ValidationError, ValueError):
             return None
-        excerpts.attach(job, excerpts.load_page(rows.db, job.pk, self.shows_data(request)))
+        excerpts.attach(
+            job,
+            excerpts.load_page(
+                rows.db, job.pk, self.shows_data(request), may_see_secrets(request.user)
+            ),
+        )
         composition.attach(job, composition.load_job_links(rows.db, job))
         return job
 
@@ -420,6 +430,19 @@ class JobAdmin(GuardedListAdmin):
             else "",
         )
 
+    @admin.display(description="payload version")
+    def payload_shape(self, job: Job) -> str:
+        """The version of its type's payload shape the payload was written for, and what the
+        worker makes of it (see @job(version=, upgrade=))."""
+        written = job.payload_version or 1
+        known = registry.resolve(job.job_type)
+        current = (known.version or 1) if known is not None else None
+        if current is None or written == current:
+            return str(written)
+        if written < current:
+            return f"{written} — older than the type's {current}: upgraded before its handler runs"
+        return f"{written} — newer than this code's {current}: left for workers of newer code"
+
     @admin.display(description="why it waits")
     def why_waiting(self, job: Job) -> SafeString | str:
         """What stands between the job and its next attempt (nothing: "-")."""
@@ -489,26 +512,31 @@ class JobAdmin(GuardedListAdmin):
 
     @admin.display(description="payload")
     def payload_pretty(self, job: Job) -> SafeString | str:
-        excerpt = excerpts.page_of(job).payload
+        page = excerpts.page_of(job)
+        excerpt = page.payload
         if excerpt is None:
             return "-"
         # A task of Django's Tasks framework: its call, readable (when the excerpt is whole)
         call = None
         if not excerpt.cut:
             try:
-                call = describe_call(job.job_type, from_json(excerpt.text))
+                value = from_json(excerpt.text)
+                call = describe_call(job.job_type, value if page.show_secrets else redact(value))
             except (ValueError, RecursionError):
                 call = None  # (not JSON this page can parse: shown as stored)
         if call is None:
-            return display.json_excerpt(excerpt)
+            return display.json_excerpt(excerpt, page.show_secrets)
         return format_html(
-            "<p>Task call: <code>{}</code></p>{}", call, display.json_excerpt(excerpt)
+            "<p>Task call: <code>{}</code></p>{}",
+            call,
+            display.json_excerpt(excerpt, page.show_secrets),
         )
 
     @admin.display(description="result")
     def result_pretty(self, job: Job) -> SafeString | str:
-        excerpt = excerpts.page_of(job).result
-        return "-" if excerpt is None else display.json_excerpt(excerpt)
+        page = excerpts.page_of(job)
+        excerpt = page.result
+        return "-" if excerpt is None else display.json_excerpt(excerpt, page.show_secrets)
 
     @admin.display(description="payload, result, errors")
     def data_hidden(self, job: Job) -> str:
@@ -938,7 +966,10 @@ def _task_call(job: Job) -> SafeString | str:
     if not text:
         return ""
     try:
-        call = describe_call(job.job_type, from_json(text), limit=TASK_CALL_CHARS)
+        value = from_json(text)
+        if getattr(job, "mask_secrets", False):
+            value = redact(value)
+        call = describe_call(job.job_type, value, limit=TASK_CALL_CHARS)
     except (ValueError, RecursionError):
         return ""  # not JSON this page can parse
     return format_html('<span class="pqjobs-sub pqjobs-call">{}</span>', call) if call else ""

@@ -1,6 +1,7 @@
 """The framework's rule for task arguments and return values: they must round-trip through
 JSON. Checked at enqueue (arguments) and in the worker (return values), so a bad value is
-refused where it is made, with the task and the value's place in the error."""
+refused where it is made, with the task and the value's place in the error. Arguments of
+typed parameters (:mod:`.typed`) are turned into their JSON form before this check."""
 
 from __future__ import annotations
 

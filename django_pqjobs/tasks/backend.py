@@ -111,8 +111,10 @@ class PQJobsBackend(_FrameworkBackend):
         """Insert the task's job in the caller's transaction and return its READY TaskResult.
 
         Raises TaskArgumentsError (a ``TypeError``) naming the task and the argument when an
-        argument does not round-trip through JSON, the family's InvalidTask for a queue not in
-        ``QUEUES``, and ``DuplicateJob`` for a duplicate under ``dedupe="error"``.
+        argument does not round-trip through JSON, or does not fit its parameter's type (a
+        typed parameter: see :mod:`.typed`), the family's InvalidTask for a queue not in
+        ``QUEUES``, and ``DuplicateJob`` for a duplicate under ``dedupe="error"``. The
+        result's ``args`` and ``kwargs`` are as stored: typed arguments in their JSON form.
         """
         job, clean_args, clean_kwargs = self._prepare(task, args, kwargs)
         job_id = insert(job)
@@ -138,7 +140,11 @@ class PQJobsBackend(_FrameworkBackend):
         bound = bound_task(job_type)
         assert bound is not None
         path = job_type.name
-        clean_args, clean_kwargs = normalize_arguments(path, args, kwargs)
+        typed = bound.typed
+        if typed is None:
+            clean_args, clean_kwargs = normalize_arguments(path, args, kwargs)
+        else:  # typed arguments in their JSON form first; all of them must be JSON then
+            clean_args, clean_kwargs = normalize_arguments(path, *typed.dump(path, args, kwargs))
         dedupe_key = bound.options.dedupe_key
         if callable(dedupe_key):
             dedupe_key = dedupe_key(*args, **kwargs)

@@ -6,10 +6,12 @@ leaves on the claimed Job for the signal.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ..registry import JobType
 from .options import TaskOptions
+from .typed import TypedCall, plan_of
 
 if TYPE_CHECKING:
     from .families import Family
@@ -32,6 +34,13 @@ class BoundTask:
     @property
     def path(self) -> str:
         return str(self.task.module_path)
+
+    @cached_property
+    def typed(self) -> TypedCall | None:
+        """Its typed parameters (None: none), worked out once, at its first enqueue or run:
+        by then its module is imported whole, so annotations naming classes defined below
+        the task resolve."""
+        return plan_of(self.task)
 
 
 def bound_task(job_type: JobType | None) -> BoundTask | None:

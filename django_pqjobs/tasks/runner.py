@@ -5,7 +5,9 @@ task is created (at import of its module), so the worker gives tasks what it giv
 timeouts, process isolation, retries with backoff, dedupe, cancel, progress, the admin.
 
 The handler sends the framework's ``task_started`` just before it calls the task, in the
-process that runs it (the worker, or the job's own process under process isolation).
+process that runs it (the worker, or the job's own process under process isolation). It
+rebuilds a typed parameter's stored argument as its type first (see :mod:`.typed`); one
+that no longer fits fails the job for good.
 """
 
 from __future__ import annotations
@@ -112,6 +114,8 @@ def _handler(bound: BoundTask) -> Any:
 
         async def run_async(ctx: JobContext) -> Any:
             args, kwargs = _arguments(bound, ctx)
+            if bound.typed is not None:
+                args, kwargs = bound.typed.load(bound.path, ctx.job.id, args, kwargs)
             if takes_context or observed(family, started, logging.INFO):
                 # Its queries and the signal's receivers are sync code.
                 context = await sync_to_async(_start, thread_sensitive=True)(bound, ctx)
@@ -136,6 +140,8 @@ def _handler(bound: BoundTask) -> Any:
                 and type(stored.get(payload.BACKEND_KEY)) is str
             ):
                 args, kwargs = _arguments(bound, ctx)
+            if bound.typed is not None:
+                args, kwargs = bound.typed.load(bound.path, ctx.job.id, args, kwargs)
             if takes_context or observed(family, started, logging.INFO):
                 context = _start(bound, ctx)
                 if takes_context:

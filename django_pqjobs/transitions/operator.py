@@ -84,14 +84,25 @@ def cancel_duplicates(
 
 
 def push_back(
-    cursor: Any, job_id: int, payload_json: str, debounce: float, cap: float | None
+    cursor: Any,
+    job_id: int,
+    payload_json: str,
+    payload_version: int | None,
+    debounce: float,
+    cap: float | None,
 ) -> bool:
-    """ready / blocked, stays so: a debounced duplicate's payload, and due ``debounce``
-    seconds from now (at most ``cap`` seconds after the job was enqueued). False if the job
-    was no longer pending."""
+    """ready / blocked, stays so: a debounced duplicate's payload (and the version of its
+    shape), and due ``debounce`` seconds from now (at most ``cap`` seconds after the job was
+    enqueued). False if the job was no longer pending."""
     cursor.execute(
         QUERIES["push_back"],
-        {"id": job_id, "payload": payload_json, "debounce": debounce, "cap": cap},
+        {
+            "id": job_id,
+            "payload": payload_json,
+            "version": payload_version,
+            "debounce": debounce,
+            "cap": cap,
+        },
     )
     return cursor.fetchone() is not None
 

@@ -8,10 +8,11 @@ import json
 
 import pytest
 from django.core.checks import run_checks
-from django.db import connection
+from django.core.management import call_command
+from django.db import DataError, connection
 
-from django_pqjobs import InvalidJobOption, enqueue_job, enqueue_many, wait_for
-from django_pqjobs.models import Job
+from django_pqjobs import InvalidJobOption, PayloadError, enqueue_job, enqueue_many, wait_for
+from django_pqjobs.models import Job, ProtectedType
 from django_pqjobs.protection import ENVELOPE
 from django_pqjobs.testing import drain
 from tests.helpers import make_user
@@ -79,6 +80,8 @@ def test_no_keys_refuses_the_enqueue_and_check_says_why(settings):
         "tests.encrypted_echo",
         "tests.encrypted_point",
         "tests.encrypted_noop",
+        "tests.encrypted_dict_noop",
+        "tests.encrypted_fields",
     }
 
 
@@ -104,16 +107,94 @@ def test_a_clear_payload_of_an_encrypted_type_is_refused_in_the_worker():
     assert "stored in clear" in job.last_error and job.result is None
 
 
-def test_the_admin_opens_it_only_for_users_who_may_see_job_data(settings):
+def test_the_admin_opens_it_only_for_users_who_may_see_secrets(settings):
     settings.PQJOBS = {**settings.PQJOBS, "ADMIN_DATA_PERMISSION": "django_pqjobs.change_job"}
     job_id = enqueue_job("tests.encrypted_echo", {"card": SECRET})
     drain()
-    viewer = make_user("viewer", "view_job")
-    page = viewer.get(f"/admin/django_pqjobs/job/{job_id}/change/").content.decode()
-    assert SECRET not in page and ENVELOPE not in page
-    reader = make_user("reader", "view_job", "change_job")
-    page = reader.get(f"/admin/django_pqjobs/job/{job_id}/change/").content.decode()
+    url = f"/admin/django_pqjobs/job/{job_id}/change/"
+    viewer = make_user("viewer", "view_job")  # no job data at all
+    page = viewer.get(url).content.decode()
+    assert SECRET not in page and ENVELOPE not in page and "Hidden" in page
+    reader = make_user("reader", "view_job", "change_job")  # job data, but not secrets
+    page = reader.get(url).content.decode()
+    assert SECRET not in page and ENVELOPE not in page and "[encrypted]" in page
+    trusted = make_user("trusted", "view_job", "change_job", "view_job_secrets")
+    page = trusted.get(url).content.decode()
     assert SECRET in page and "Encrypted at rest" in page
+
+
+def test_encrypted_fields_are_sealed_one_by_one_and_the_rest_stays_readable():
+    job_id = enqueue_job(
+        "tests.encrypted_fields", {"card_number": SECRET, "cvv": "737", "amount": 1250}
+    )
+    payload, _ = stored(job_id)
+    document = json.loads(payload)
+    assert SECRET not in payload and '"737"' not in payload
+    assert document["amount"] == 1250
+    assert set(document["card_number"]) == set(document["cvv"]) == {ENVELOPE}
+    (run,) = drain()
+    assert run.outcome == "done"
+    _, result = stored(job_id)
+    assert '"737"' not in result and '"1111"' in result  # the result's cvv field too
+    assert wait_for(job_id, timeout=5) == {"last4": "1111", "cvv": "737"}
+    page = make_user("reader", "view_job").get(f"/admin/django_pqjobs/job/{job_id}/change/")
+    text = page.content.decode()
+    assert "1250" in text and "[encrypted]" in text and SECRET not in text
+
+
+def test_encrypted_fields_need_an_object_payload():
+    with pytest.raises(PayloadError, match=r"must be a JSON object: its fields card_number, cvv"):
+        enqueue_job("tests.encrypted_fields", ["not", "an", "object"])
+    assert not Job.objects.exists()
+
+
+def sql_enqueue(job_type: str, payload: object) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pqjobs_enqueue(%s, 'default', %s::jsonb, 0, 1, NULL, 0, NULL, NULL, NULL, "
+            "NULL, NULL)",
+            [job_type, json.dumps(payload)],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def test_migrate_publishes_the_encrypted_types_and_sql_enqueue_refuses_clear_payloads():
+    call_command("migrate", "django_pqjobs", verbosity=0)  # post_migrate publishes
+    assert dict(ProtectedType.objects.values_list("job_type", "fields")) == {
+        "tests.encrypted_echo": None,
+        "tests.encrypted_point": None,
+        "tests.encrypted_noop": None,
+        "tests.encrypted_dict_noop": None,
+        "tests.encrypted_fields": ["card_number", "cvv"],
+    }
+    with pytest.raises(DataError, match=r"job type 'tests.encrypted_echo' is encrypted at rest"):
+        sql_enqueue("tests.encrypted_echo", {"card": SECRET})
+    with pytest.raises(DataError, match=r'the fields \["card_number", "cvv"\]'):
+        sql_enqueue("tests.encrypted_fields", {"card_number": SECRET, "amount": 1})
+    with pytest.raises(DataError, match="encrypted at rest"):  # a look-alike envelope
+        sql_enqueue("tests.encrypted_echo", {ENVELOPE: "x", "more": 1})
+    assert not Job.objects.exists()
+    # what Python's enqueue stores passes, and fields the payload lacks need no envelope
+    sealed = json.loads(stored(enqueue_job("tests.encrypted_echo", {"n": 1}))[0])
+    sql_enqueue("tests.encrypted_echo", sealed)
+    sql_enqueue("tests.encrypted_fields", {"amount": 2})
+    sql_enqueue("tests.echo", {"card": "not protected"})
+    assert Job.objects.count() == 4
+    runs = {run.job_type: run.outcome for run in drain()}
+    assert runs["tests.encrypted_echo"] == runs["tests.encrypted_fields"] == "done"
+
+
+def test_publishing_again_follows_the_declarations(monkeypatch):
+    from django_pqjobs.declarations import publish
+    from django_pqjobs.registry import registry
+
+    ProtectedType.objects.create(job_type="another.service_type", fields=None)
+    ProtectedType.objects.create(job_type="tests.echo", fields=None)  # no longer encrypted
+    assert publish("default")
+    names = set(ProtectedType.objects.values_list("job_type", flat=True))
+    assert "another.service_type" in names  # not ours to forget
+    assert "tests.echo" not in names and "tests.encrypted_echo" in names
+    assert registry.get("tests.echo") is not None
 
 
 @pytest.mark.parametrize("token", ["gAAAAAnot-a-token", "\u00e9-not-ascii"])
@@ -124,3 +205,51 @@ def test_a_damaged_envelope_fails_that_job_alone(token):
     runs = {run.job_id: run.outcome for run in drain()}
     assert runs == {damaged: "failed", fine: "done"}
     assert Job.objects.get(pk=damaged).error_type == "SealedError"
+
+
+def test_check_warns_while_the_database_does_not_know_an_encrypted_type():
+    from django_pqjobs.declarations import publish
+
+    ProtectedType.objects.all().delete()
+    ProtectedType.objects.create(job_type="tests.encrypted_fields", fields=["card_number"])
+    warned = {m.obj for m in run_checks(databases=["default"]) if m.id == "pqjobs.W093"}
+    assert warned == {
+        "tests.encrypted_echo",
+        "tests.encrypted_point",
+        "tests.encrypted_noop",
+        "tests.encrypted_dict_noop",
+        "tests.encrypted_fields",  # listed, but with other fields
+    }
+    publish("default")
+    assert not [m for m in run_checks(databases=["default"]) if m.id == "pqjobs.W093"]
+
+
+def test_psql_and_a_backup_show_no_plaintext():
+    """What an operator or a thief with the table or a dump reads: no secret of an encrypted
+    job, whole or by field, its payload or its result."""
+    import shutil
+    import subprocess
+
+    whole = enqueue_job("tests.encrypted_echo", {"card": SECRET})
+    fields = enqueue_job("tests.encrypted_fields", {"card_number": SECRET, "cvv": "cvv-9k7q"})
+    drain()
+    assert {j.status for j in Job.objects.filter(pk__in=[whole, fields])} == {"done"}
+    params = connection.get_connection_params()
+    env = {"PGPASSWORD": str(params.get("password") or ""), "PATH": "/usr/bin:/bin"}
+    target = [
+        "-h", str(params.get("host") or "127.0.0.1"), "-p", str(params.get("port") or 5432),
+        "-U", str(params["user"]), "-d", str(params["dbname"]),
+    ]  # fmt: skip
+    if not (shutil.which("psql") and shutil.which("pg_dump")):
+        pytest.skip("psql and pg_dump are not installed")
+    table = subprocess.run(
+        ["psql", *target, "-c", "SELECT payload, result FROM pqjobs_job"],
+        capture_output=True, text=True, check=True, env=env, timeout=60,
+    ).stdout  # fmt: skip
+    backup = subprocess.run(
+        ["pg_dump", *target, "--data-only", "--table", "pqjobs_job"],
+        capture_output=True, text=True, check=True, env=env, timeout=60,
+    ).stdout  # fmt: skip
+    for text in (table, backup):
+        assert ENVELOPE in text
+        assert SECRET not in text and "cvv-9k7q" not in text

@@ -132,7 +132,12 @@ def encrypted_point(ctx: JobContext, args: Point) -> int:
 
 @job("tests.encrypted_noop", encrypted=True)
 def encrypted_noop(ctx: JobContext, args: Point) -> None:
-    """The encrypted-jobs benchmark's no-op: typed_noop's payload, encrypted at rest."""
+    """The encrypted-jobs benchmark's typed no-op: typed_noop's payload, encrypted at rest."""
+
+
+@job("tests.encrypted_dict_noop", encrypted=True)
+def encrypted_dict_noop(ctx: JobContext) -> None:
+    """The encrypted-jobs benchmark's no-op: tests.noop's dict payload, encrypted at rest."""
 
 
 class Ping(typing.TypedDict):
@@ -143,6 +148,50 @@ class Ping(typing.TypedDict):
 @job("tests.typed_ping")
 def typed_ping(ctx: JobContext, args: Ping) -> str:
     return f"{args['host']}:{args['port']}"
+
+
+@job("tests.encrypted_fields", encrypted=["card_number", "cvv"])
+def encrypted_fields(ctx: JobContext) -> dict:
+    """Two fields encrypted at rest one by one; the rest of the payload stays readable (and
+    of its result, the same fields)."""
+    payload = ctx.job.payload
+    return {"last4": payload.get("card_number", "")[-4:], "cvv": payload.get("cvv")}
+
+
+def upgrade_shipment(payload: dict, version: int) -> dict:
+    """Version 1 had ``zip``; 2 renamed it ``postcode``; 3 split ``name`` in two."""
+    if version < 2:
+        payload = {"name": payload["name"], "postcode": payload["zip"]}
+    if version < 3:
+        first, _, last = payload["name"].partition(" ")
+        payload = {"first": first, "last": last, "postcode": payload["postcode"]}
+    return payload
+
+
+@dataclasses.dataclass
+class Shipment:
+    first: str
+    last: str
+    postcode: str
+
+
+@job("tests.versioned_shipment", version=3, upgrade=upgrade_shipment)
+def versioned_shipment(ctx: JobContext, args: Shipment) -> str:
+    return f"{args.first} {args.last}, {args.postcode} (version {ctx.job.payload_version})"
+
+
+@job("tests.versioned_without_upgrade", version=2)
+def versioned_without_upgrade(ctx: JobContext) -> dict:
+    return ctx.job.payload
+
+
+def upgrade_that_breaks(payload: dict, version: int) -> dict:
+    return {"total": payload["missing"]}
+
+
+@job("tests.versioned_broken_upgrade", version=2, upgrade=upgrade_that_breaks)
+def versioned_broken_upgrade(ctx: JobContext) -> dict:
+    return ctx.job.payload
 
 
 @job("tests.started_at")

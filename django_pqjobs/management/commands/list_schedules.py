@@ -15,6 +15,7 @@ from ...errors import UnknownJobType
 from ...models import Schedule
 from ...printable import counted, one_line, printable
 from ...recurrence import ScheduleError
+from ...redaction import redact
 from ...schedules.scheduler import job_of
 from ...schedules.sync import (
     declared_otherwise,
@@ -127,8 +128,8 @@ def _when(cron: str | None, interval: float | None) -> str:
 
 def _job_fields(schedule: Schedule) -> str:
     """The queue and priority its jobs get (its own, else the job type's, else PQJOBS'),
-    and its payload."""
-    payload = f"payload={json.dumps(schedule.payload, sort_keys=True)}"
+    and its payload (secret fields masked: the output ends up in terminals and logs)."""
+    payload = f"payload={json.dumps(redact(schedule.payload), sort_keys=True)}"
     try:
         job = job_of(schedule)
     except UnknownJobType:

@@ -154,7 +154,8 @@ RETURNING id
 -- A debounced duplicate: the pending job takes the newest payload and is due again later,
 -- never later than the cap after it was first enqueued (NULL: no cap). A job claimed
 -- meanwhile is left alone (the enqueuer then sees it running).
-UPDATE pqjobs_job SET payload = %(payload)s::jsonb, updated_at = now(),
+UPDATE pqjobs_job SET payload = %(payload)s::jsonb,
+    payload_version = %(version)s::smallint, updated_at = now(),
     run_after = LEAST(now() + make_interval(secs => %(debounce)s),
                       created_at + make_interval(secs => %(cap)s))
 WHERE id = %(id)s AND status IN ('ready', 'blocked')

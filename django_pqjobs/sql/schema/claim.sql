@@ -70,6 +70,7 @@ CREATE OR REPLACE FUNCTION :"schema".pqjobs_claim(
     unique_states smallint,
     expires_at double precision,
     sequence_key varchar,
+    payload_version smallint,
     row_tid text,
     blocked_count bigint
 )
@@ -223,7 +224,8 @@ BEGIN
                rate_key, rate_limit, rate_period, trace_context::text, retried_from, batch_id,
                callback_of_id, waiting_for, on_dependency_failure, has_dependents, waited_on,
                extract(epoch FROM unique_until)::float8, unique_states,
-               extract(epoch FROM expires_at)::float8, sequence_key, row_tid::text, held.n
+               extract(epoch FROM expires_at)::float8, sequence_key, payload_version,
+               row_tid::text, held.n
         FROM (SELECT count(*) AS n FROM held) AS held LEFT JOIN claimed ON true
         ORDER BY priority DESC, run_after, id$full$
             USING p_worker, p_limit, picked;
@@ -257,7 +259,8 @@ BEGIN
                rate_key, rate_limit, rate_period, trace_context::text, retried_from, batch_id,
                callback_of_id, waiting_for, on_dependency_failure, has_dependents, waited_on,
                extract(epoch FROM unique_until)::float8, unique_states,
-               extract(epoch FROM expires_at)::float8, sequence_key, row_tid::text, 0::bigint
+               extract(epoch FROM expires_at)::float8, sequence_key, payload_version,
+               row_tid::text, 0::bigint
         FROM claimed
         ORDER BY priority DESC, run_after, id;
 END

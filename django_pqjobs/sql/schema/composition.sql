@@ -128,11 +128,13 @@ BEGIN
         CONTINUE WHEN spec IS NULL;
         INSERT INTO :"schema".pqjobs_job (
             job_type, queue, payload, status, priority, attempts, max_attempts, run_after,
-            timeout_seconds, last_error, error_type, created_at, updated_at, callback_of_id
+            timeout_seconds, last_error, error_type, created_at, updated_at, callback_of_id,
+            payload_version
         ) VALUES (
             spec ->> 'job_type', spec ->> 'queue', spec -> 'payload', 'ready',
             (spec ->> 'priority')::integer, 0, (spec ->> 'max_attempts')::integer, now(),
-            (spec ->> 'timeout')::double precision, '', '', now(), now(), p_batch
+            (spec ->> 'timeout')::double precision, '', '', now(), now(), p_batch,
+            (spec ->> 'payload_version')::smallint
         );
         queues := queues || (spec ->> 'queue');
     END LOOP;

@@ -14,6 +14,13 @@
 -- A deadline: p_expires_at, or p_expires_in seconds after the job is first due (its
 -- run_after); no attempt starts after it (pqjobs_claim), and the worker's sweep ends a job
 -- still waiting, ready or blocked then as expired.
+--
+-- p_payload_version: the version of the job type's payload shape the payload was written
+-- for (@job(version=N)); NULL means 1. The worker upgrades an older one.
+--
+-- A job type declared encrypted (pqjobs_protected_type, which manage.py migrate fills from
+-- the code) takes only a payload sealed as Python's enqueue seals it: SQL cannot encrypt, so
+-- a caller that tried would store the payload in clear. Refused, the type named.
 
 -- Whether some worker LISTENs now (pqjobs_worker.listening). A NOTIFY costs the notifying
 -- transaction a database-wide lock through its commit, so enqueues send one only while a
@@ -50,7 +57,8 @@ CREATE OR REPLACE FUNCTION :"schema".pqjobs_enqueue(
     p_unique_for double precision DEFAULT NULL,
     p_unique_states smallint DEFAULT NULL,
     p_expires_at timestamptz DEFAULT NULL,
-    p_expires_in double precision DEFAULT NULL
+    p_expires_in double precision DEFAULT NULL,
+    p_payload_version smallint DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -59,6 +67,8 @@ DECLARE
     new_id bigint;
     due timestamptz;
     deadline timestamptz;
+    is_protected boolean;
+    protected_fields jsonb;
     -- C0 controls and DEL, as options.py refuses them in names and keys
     control constant text := '[\x01-\x1f\x7f]';
     -- durations.MAX_DURATION: 100 years
@@ -148,6 +158,34 @@ BEGIN
             quote_nullable(p_rate_period)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_payload_version < 1 THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: payload_version must be 1 or more, got %',
+            p_payload_version
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT true, t.fields INTO is_protected, protected_fields
+    FROM :"schema".pqjobs_protected_type t WHERE t.job_type = p_job_type;
+    IF is_protected AND (
+        CASE WHEN jsonb_typeof(protected_fields) = 'array' THEN
+            -- encrypted by field: each named field the payload has must be an envelope
+            jsonb_typeof(p_payload) IS DISTINCT FROM 'object' OR EXISTS (
+                SELECT 1 FROM jsonb_array_elements_text(protected_fields) AS f(name)
+                WHERE p_payload ? f.name
+                  AND (jsonb_typeof(p_payload -> f.name -> 'pqjobs_encrypted')
+                           IS DISTINCT FROM 'string'
+                       OR p_payload -> f.name <> jsonb_build_object(
+                              'pqjobs_encrypted', p_payload -> f.name -> 'pqjobs_encrypted')))
+        ELSE
+            jsonb_typeof(p_payload -> 'pqjobs_encrypted') IS DISTINCT FROM 'string'
+            OR p_payload <> jsonb_build_object('pqjobs_encrypted', p_payload -> 'pqjobs_encrypted')
+        END) THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: job type % is encrypted at rest (%): its payload must '
+            'be sealed with the keys of PQJOBS[''ENCRYPTION_KEYS''], which SQL cannot do; '
+            'enqueue it from Python', quote_literal(p_job_type),
+            CASE WHEN jsonb_typeof(protected_fields) = 'array'
+                 THEN 'the fields ' || protected_fields::text ELSE 'the whole payload' END
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF p_dedupe_key IS NULL THEN
         -- Two INSERTs on purpose: ON CONFLICT cannot be made conditional without dynamic
         -- SQL, which would lose the cached plan. Without a key no conflict is possible,
@@ -156,12 +194,12 @@ BEGIN
             job_type, queue, payload, status, priority, attempts, max_attempts, run_after,
             timeout_seconds, dedupe_key, parent_id, schedule_id, last_error, error_type,
             trace_context, created_at, updated_at, concurrency_key, concurrency_limit,
-            rate_key, rate_limit, rate_period, expires_at
+            rate_key, rate_limit, rate_period, expires_at, payload_version
         ) VALUES (
             p_job_type, p_queue, p_payload, 'ready', p_priority, 0, p_max_attempts, due,
             p_timeout_seconds, NULL, p_parent_id, p_schedule_id, '', '', p_trace_context,
             now(), now(), p_concurrency_key, p_concurrency_limit, p_rate_key, p_rate_limit,
-            p_rate_period, deadline
+            p_rate_period, deadline, p_payload_version
         )
         RETURNING id INTO new_id;
     ELSE
@@ -169,7 +207,8 @@ BEGIN
             job_type, queue, payload, status, priority, attempts, max_attempts, run_after,
             timeout_seconds, dedupe_key, parent_id, schedule_id, last_error, error_type,
             trace_context, created_at, updated_at, concurrency_key, concurrency_limit,
-            rate_key, rate_limit, rate_period, unique_until, unique_states, expires_at
+            rate_key, rate_limit, rate_period, unique_until, unique_states, expires_at,
+            payload_version
         ) VALUES (
             p_job_type, p_queue, p_payload, 'ready', p_priority, 0, p_max_attempts, due,
             p_timeout_seconds, p_dedupe_key, p_parent_id, p_schedule_id, '', '',
@@ -177,7 +216,7 @@ BEGIN
             p_rate_key, p_rate_limit, p_rate_period,
             to_timestamp((floor(extract(epoch FROM now())::double precision / p_unique_for) + 1)
                          * p_unique_for),
-            COALESCE(p_unique_states, 0), deadline
+            COALESCE(p_unique_states, 0), deadline, p_payload_version
         )
         ON CONFLICT (job_type, dedupe_key, (COALESCE(unique_until, 'infinity'::timestamptz)))
             WHERE dedupe_key IS NOT NULL AND (status IN ('ready', 'blocked', 'running') OR (unique_states & CASE status WHEN 'done' THEN 1 WHEN 'failed' THEN 2 WHEN 'cancelled' THEN 4 ELSE 0 END) <> 0)

@@ -4,6 +4,7 @@
 -- ours. A deployment grants the public SQL API to its own roles (docs/guides/reliability.md,
 -- "The trust boundary"):
 --   pqjobs_enqueue, pqjobs_anyone_listens   roles that enqueue, retry or run jobs now
+--                                           (with SELECT on pqjobs_protected_type)
 --   pqjobs_claim, pqjobs_complete           the worker role
 --   pqjobs_batch_seal                       roles that open batches (batch())
 -- The others are internal, callable by no client role: trigger functions fire without
@@ -17,7 +18,7 @@
 REVOKE ALL ON FUNCTION :"schema".pqjobs_enqueue(
     text, text, jsonb, integer, integer, timestamptz, double precision, double precision,
     text, bigint, bigint, text, jsonb, text, integer, text, integer, double precision,
-    double precision, smallint, timestamptz, double precision
+    double precision, smallint, timestamptz, double precision, smallint
 ) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_anyone_listens() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_claim(text, integer, text[], integer, integer) FROM PUBLIC;
