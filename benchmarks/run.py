@@ -26,6 +26,7 @@ ORDER = [
     "uniqueness",
     "sequences",
     "typed",
+    "workflows",
     "latency",
     "mixed",
     "metrics",
@@ -64,6 +65,7 @@ def main() -> int:
         tasks,
         typed,
         uniqueness,
+        workflows,
     )
 
     modules = {
@@ -73,6 +75,7 @@ def main() -> int:
         "uniqueness": uniqueness,
         "sequences": sequences,
         "typed": typed,
+        "workflows": workflows,
         "latency": latency,
         "mixed": mixed,
         "processes": processes,

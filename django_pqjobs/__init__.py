@@ -4,7 +4,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from . import flow
 from .batches import batch, enqueue_batch, get_batch
-from .context import JobContext
+from .context import JobContext, job_context
 from .decorator import TypedJob, job
 from .embedded import start_embedded_worker
 from .enqueue import enqueue_job, enqueue_many, enqueue_on_commit
@@ -33,6 +33,7 @@ from .operations import cancel_job, retry_job
 from .options import Priority
 from .policies import ExponentialBackoff, StepBackoff
 from .waiting import wait_for, wait_for_async
+from .workflows import SignalTimeout, StepResultNotSerializable, send_signal
 
 try:
     __version__ = version("django-pqjobs")
@@ -59,8 +60,10 @@ __all__ = [
     "Priority",
     "QueueFull",
     "Retry",
+    "SignalTimeout",
     "Snooze",
     "StepBackoff",
+    "StepResultNotSerializable",
     "TypedJob",
     "UnknownJobType",
     "WaitTimeout",
@@ -74,7 +77,9 @@ __all__ = [
     "flow",
     "get_batch",
     "job",
+    "job_context",
     "retry_job",
+    "send_signal",
     "start_embedded_worker",
     "wait_for",
     "wait_for_async",

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 
 from . import transitions
+from .durations import Duration
 from .enqueue import insert, prepare
 from .errors import JobCancelled
 from .options import finite_number
 from .protection import reveal_value
 from .serialization import from_json, storable_text, to_json
 from .transitions import Fence
+from .workflows import Workflow
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
@@ -25,6 +29,10 @@ if TYPE_CHECKING:
     from .models import Batch, Job
 
 logger = logging.getLogger("django_pqjobs")
+
+# The context of the job whose handler runs in this thread (or task), for code the handler
+# calls without passing it: a task of Django's Tasks framework (job_context()).
+_running: ContextVar[JobContext | None] = ContextVar("pqjobs_running_job", default=None)
 
 PROGRESS_MIN_INTERVAL = 1.0
 PROGRESS_MESSAGE_LIMIT = 500
@@ -42,6 +50,8 @@ class JobContext:
     - ``cancelled`` / ``raise_if_cancelled()``: whether an operator asked to cancel.
     - ``batch``: the batch this job is a member or a callback of (with its counts), or None.
     - ``dependency_results()``: the results of the jobs this one depended on, by id.
+    - ``step(name, fn, *args)``, ``sleep(name, duration)``, ``wait_for_signal(name)``: a
+      durable workflow's steps and waits (``workflows.py``, docs/guides/workflows.md).
     """
 
     job: Job
@@ -53,6 +63,7 @@ class JobContext:
     _cancel_requested: bool = field(default=False, repr=False)
     _last_progress_write: float = field(default=0.0, repr=False)
     _pending_progress: str | None = field(default=None, repr=False)
+    _workflow: Workflow | None = field(default=None, repr=False)
 
     @property
     def connection(self) -> BaseDatabaseWrapper:
@@ -107,6 +118,71 @@ class JobContext:
             for job_id, text in rows
         }
 
+    # --- durable workflows (workflows.py) ---------------------------------------------------
+
+    @property
+    def fence(self) -> Fence:
+        """This attempt: the job, this worker, the attempt number."""
+        return Fence(self.job.id, self.worker_id, self.attempt)
+
+    def step(
+        self, name: str, fn: Callable[..., Any] | None = None, /, *args: Any, **kwargs: Any
+    ) -> Any:
+        """Run ``fn(*args, **kwargs)`` once for this job, as its step ``name``, and return
+        its result (any JSON value). When the job runs again (a retry, a rescue, a wake-up
+        after a sleep or a wait), a step it recorded returns that result, decoded from JSON,
+        without running. Names are unique per job. Its exception ends the attempt as any
+        handler's does (the job's retry policy); a result that is not JSON fails the job
+        (``StepResultNotSerializable``).
+
+        Without ``fn``, a decorator: ``@ctx.step("charge")`` over a function of no
+        arguments runs it as the step and binds the function's name to its result.
+        """
+        if fn is None:
+            return lambda decorated: self._durable().step(name, decorated)
+        return self._durable().step(name, fn, *args, **kwargs)
+
+    def sleep(self, name: str, duration: Duration) -> None:
+        """Sleep durably: the attempt ends here and the job is parked (``waiting``, holding
+        no worker and no connection, the attempt not charged) for ``duration`` (a
+        timedelta, seconds or ``"3d"``); then it runs again from the top, its recorded
+        steps returning at once, and goes on past this sleep."""
+        self._durable().sleep(name, duration)
+
+    def wait_for_signal(self, name: str, *, timeout: Duration | None = None) -> Any:
+        """Wait durably for the signal ``name`` (sent by :func:`~django_pqjobs.send_signal`,
+        before or after this call) and return its payload. The job is parked meanwhile, as
+        by :meth:`sleep`. After ``timeout`` (none: wait for ever) it raises
+        :class:`~django_pqjobs.SignalTimeout` here, and at every later run of the job."""
+        return self._durable().wait_for_signal(name, timeout)
+
+    def run_child(
+        self,
+        name: str,
+        job_type: str,
+        payload: Any = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> Any:
+        """Enqueue ``job_type`` once, as this job's child (the step ``name``), and return its
+        result when it is done, parking this job meanwhile. A child that failed, was
+        cancelled or expired raises ``JobFailed`` (``JobWasCancelled``, ``JobExpired``)
+        here, at this run and every later one. ``options`` are ``enqueue_job``'s."""
+        return self._durable().run_child(name, job_type, payload, dict(options))
+
+    def enter(self) -> Token[JobContext | None]:
+        """Make this the context :func:`job_context` returns (the worker, around a call of
+        the handler); ``leave`` with what it returns."""
+        return _running.set(self)
+
+    @staticmethod
+    def leave(token: Token[JobContext | None]) -> None:
+        _running.reset(token)
+
+    def _durable(self) -> Workflow:
+        if self._workflow is None:
+            self._workflow = Workflow(self)
+        return self._workflow
+
     @property
     def cancelled(self) -> bool:
         """True once an operator asked to cancel this job (seen within one heartbeat)."""
@@ -144,8 +220,25 @@ class JobContext:
         """Write pending progress now."""
         if self._pending_progress is None:
             return
-        fence = Fence(self.job.id, self.worker_id, self.attempt)
-        transitions.save_progress(self.using, fence, self._pending_progress)
+        transitions.save_progress(self.using, self.fence, self._pending_progress)
         self.job.progress = from_json(self._pending_progress)
         self._pending_progress = None
         self._last_progress_write = time.monotonic()
+
+
+def job_context() -> JobContext:
+    """The :class:`JobContext` of the job whose handler is running here: for code the
+    handler calls without passing ``ctx`` along, such as a task of Django's Tasks
+    framework (whose function gets no JobContext) that uses durable steps::
+
+        @task
+        def fulfil(order_id: int) -> None:
+            ctx = job_context()
+            ctx.step("charge", charge_card, order_id)
+
+    Raises :class:`RuntimeError` outside a handler (and in an ``async def`` one, whose
+    steps are not supported)."""
+    found = _running.get()
+    if found is None:
+        raise RuntimeError("job_context() is called outside a job's handler")
+    return found

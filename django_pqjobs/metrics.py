@@ -164,7 +164,7 @@ class JobQueueCollector:
         attempts = CounterMetricFamily(
             "pqjobs_attempts",
             "Attempts recorded by workers, per queue, job type and outcome (done, retry, "
-            "failed, cancelled, lost, released, snoozed, unrecorded)",
+            "failed, cancelled, lost, released, snoozed, parked, unrecorded)",
             labels=["queue", "job_type", "outcome"],
         )
         seconds_by_type: dict[tuple[str, str], float] = {}

@@ -344,6 +344,13 @@ class Job(models.Model):
             models.Index(
                 "callback_of", condition=Q(callback_of__isnull=False), name="pqjobs_job_callback"
             ),
+            # Durable workflows: parked jobs (waiting with no dependency left), by when they
+            # wake (the sweep's next ones).
+            models.Index(
+                "run_after",
+                condition=Q(status=JobStatus.WAITING, waiting_for=0),
+                name="pqjobs_job_parked",
+            ),
             # Deadlines: the sweep's next jobs to expire (only those not started yet).
             models.Index(
                 "expires_at",
@@ -660,6 +667,71 @@ class ProtectedType(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_type}: encrypted"
+
+
+class StepKind(models.TextChoices):
+    STEP = "step", "Step"
+    SLEEP = "sleep", "Durable sleep"
+    SIGNAL = "signal", "Wait for a signal"
+    CHILD = "child", "Wait for a child job"
+
+
+class Step(models.Model):
+    """One step of a durable workflow (``ctx.step``, ``ctx.sleep``,
+    ``ctx.wait_for_signal``): a step's result once it returned, so that a later run of
+    the job returns it without running the step again; a sleep or a wait, with when it
+    ends (``wake_at``) and whether it is over (``finished_at``)."""
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="steps")
+    name = models.CharField(max_length=NAME_MAX_LENGTH)
+    kind = models.CharField(max_length=8, choices=StepKind.choices)
+    result = models.JSONField(encoder=DjangoJSONEncoder, null=True, blank=True)
+    attempt = models.IntegerField(help_text="The attempt that ran it.")
+    started_at = Timestamp(db_default=Now())
+    finished_at = Timestamp(null=True, blank=True, help_text="Empty: a wait not over yet.")
+    wake_at = Timestamp(
+        null=True, blank=True, help_text="When a sleep ends, or a wait for a signal times out."
+    )
+
+    class Meta:
+        db_table = "pqjobs_step"
+        ordering = ["job", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "name"], name="pqjobs_step_job_name"),
+        ]
+        indexes = [
+            # the sweep's: children being waited for, to wake their parents when they finish
+            models.Index(
+                "job",
+                condition=Q(kind="child", finished_at__isnull=True),
+                name="pqjobs_step_open_child",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} {self.kind} {self.name!r}"
+
+
+class Signal(models.Model):
+    """A signal sent to a job (``send_signal``): what its ``ctx.wait_for_signal`` returns.
+    One per job and name: a second send of it changes nothing."""
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="signals")
+    name = models.CharField(max_length=NAME_MAX_LENGTH)
+    payload = models.JSONField(encoder=DjangoJSONEncoder, null=True, blank=True)
+    sent_at = Timestamp(db_default=Now())
+
+    class Meta:
+        db_table = "pqjobs_signal"
+        ordering = ["job", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "name"], name="pqjobs_signal_job_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"signal {self.name!r} to job {self.job_id}"
 
 
 class OverlapPolicy(models.TextChoices):

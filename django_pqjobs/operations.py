@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from django.db import transaction
+from django.db import connections, transaction
 
 from . import audit, endings, options, transitions
 from .audit import AuditAction, JobAction
 from .clock import database_now
 from .conf import conf
+from .notify import notify_queues
 from .statuses import FINISHED_STATUSES
 from .transitions import Cancelled, Deleted, Fence, MadeDue, Requeued
 
@@ -90,6 +91,41 @@ def skip_jobs(
                 ],
             )
     return skipped
+
+
+def end_waits(
+    job_ids: Sequence[int], *, by: str | None = None, using: str | None = None
+) -> list[int]:
+    """End the durable waits of parked workflows now (``ctx.sleep`` is over; a
+    ``ctx.wait_for_signal`` times out): they are ready, due now. Jobs not parked are
+    skipped. Returns the ids woken."""
+    alias = using or conf.DATABASE
+    actor = _actor(by)
+    woken: list[tuple[int, str, list[tuple[str, str]]]] = []
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        for job_id in job_ids:
+            ended = transitions.end_wait(cursor, job_id)
+            if ended is not None:
+                woken.append((job_id, ended[0], ended[1]))
+        notify_queues(cursor, [queue for _, queue, _ in woken])
+        if actor is not None:
+            audit.record_jobs(
+                alias,
+                AuditAction.END_WAIT,
+                actor,
+                [
+                    JobAction(job_id, None, "waiting → ready; ended: " + _waits(waits))
+                    for job_id, _, waits in woken
+                ],
+            )
+    return [job_id for job_id, _, _ in woken]
+
+
+def _waits(waits: Sequence[tuple[str, str]]) -> str:
+    shown = [
+        f"{'sleep' if kind == 'sleep' else 'wait for signal'} {name!r}" for name, kind in waits
+    ]
+    return ", ".join(shown) or "its wait"
 
 
 def cancel_jobs(

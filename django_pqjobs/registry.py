@@ -90,13 +90,19 @@ class JobType:
             job.payload = self._opened(job)
         if (job.payload_version or 1) != (self.version or 1):
             job.payload = self._upgraded(job)
-        if self.arguments is None:
-            return self.handler(ctx)
+        token = ctx.enter()  # job_context() is this context while the handler runs
         try:
-            args = self.arguments.from_payload(ctx.job.payload)
-        except Mismatch as exc:
-            raise PermanentError(f"the payload does not fit {self.arguments.name}: {exc}") from None
-        return self.handler(ctx, args)
+            if self.arguments is None:
+                return self.handler(ctx)
+            try:
+                args = self.arguments.from_payload(ctx.job.payload)
+            except Mismatch as exc:
+                raise PermanentError(
+                    f"the payload does not fit {self.arguments.name}: {exc}"
+                ) from None
+            return self.handler(ctx, args)
+        finally:
+            ctx.leave(token)
 
     @cached_property
     def declared(self) -> dict[str, Any]:

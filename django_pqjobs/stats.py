@@ -40,7 +40,7 @@ DURATION_BUCKETS: tuple[float, ...] = (
 )
 
 # The outcomes whose attempts ran a handler: their durations go in the histogram.
-TIMED_OUTCOMES = frozenset({"done", "retry", "failed", "cancelled", "snoozed"})
+TIMED_OUTCOMES = frozenset({"done", "retry", "failed", "cancelled", "snoozed", "parked"})
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,17 @@ class JobStatus(models.TextChoices):
 
     ``waiting``: enqueued with ``depends_on``; it becomes ``ready`` when its last dependency
     is done (or, under the ``"run"`` policy, finished however it ended), and
-    ``cancelled`` when a dependency fails for good under the ``"cancel"`` policy.
+    ``cancelled`` when a dependency fails for good under the ``"cancel"`` policy. Also a
+    durable workflow parked by its handler (``ctx.sleep``, ``ctx.wait_for_signal``: no
+    dependency left, ``waiting_for`` 0), ``ready`` again at its ``run_after`` or when its
+    signal comes (``workflows.py``).
 
     ``blocked``: ready to run but held back by flow control (its concurrency key is at its
     limit, its rate is used up, or its queue or type is paused); it becomes ``ready`` again
     when that clears.
     """
 
-    WAITING = "waiting", "Waiting for dependencies"
+    WAITING = "waiting", "Waiting"
     READY = "ready", "Ready"
     BLOCKED = "blocked", "Blocked"
     RUNNING = "running", "Running"
@@ -67,6 +70,7 @@ class FailureKind(models.TextChoices):
     LOST = "lost", "Worker lost (rescued)"
     RELEASED = "released", "Released (the attempt was given back)"
     SNOOZED = "snoozed", "Snoozed (not charged)"
+    PARKED = "parked", "Parked (a durable sleep or a wait for a signal; not charged)"
     CANCELLED = "cancelled", "Cancelled while running"
     KILLED = "killed", "Process killed (likely out of memory)"
     CRASHED = "crashed", "Process crashed (signal)"
@@ -88,20 +92,24 @@ class AuditAction(models.TextChoices):
     SCHEDULE_RUN_NOW = "schedule_run_now", "Run schedule now"
     CONCURRENCY = "concurrency", "Set worker concurrency"
     SKIP = "skip", "Skip (a halted sequence goes on)"
+    END_WAIT = "end_wait", "End a workflow's wait"
+    SIGNAL = "signal", "Send a signal"
 
 
 # After failure: where an attempt that did not succeed sends its job (a verdict's ``then``).
 # "auto" back to ready while attempts remain (else failed, the dead-letter state); "failed"
 # and "cancelled" end it at once; "release" gives the attempt back uncharged (the handler
 # snoozed, or its database connection died under it), a bounded number of times in a row,
-# and charges it after that (see worker/recorder.py: GIVE_BACK).
-AfterFailure = Literal["auto", "failed", "cancelled", "release"]
+# and charges it after that (see worker/recorder.py: GIVE_BACK); "park" gives it back too,
+# to wait durably (waiting, no worker held) until its time or a signal wakes it.
+AfterFailure = Literal["auto", "failed", "cancelled", "release", "park"]
 
 # The outcome of an attempt: what became of it once recorded, as ``job_finished``, a job
 # type's ``on_finished``, the worker's counts and the metrics report it. The job's new
 # status, "retry" (back to ready after a backoff), "lost" (the attempt was no longer ours),
 # "released" (given back uncharged: at shutdown, or after its database connection died),
-# "snoozed" (the handler raised Snooze: back to ready later, uncharged) or "unrecorded" (the
+# "snoozed" (the handler raised Snooze: back to ready later, uncharged), "parked" (a durable
+# sleep or a wait for a signal: waiting, uncharged, until woken) or "unrecorded" (the
 # database stayed unreachable until the worker stopped; the job is rescued later). The one
 # thing the package calls an outcome.
 Outcome = Literal[
@@ -113,6 +121,7 @@ Outcome = Literal[
     "lost",
     "released",
     "snoozed",
+    "parked",
     "unrecorded",
 ]
 

@@ -33,7 +33,7 @@ from django.db.models.functions import Now
 from . import composition, signals, transitions
 from .conf import conf
 from .context import JobContext
-from .models import Job, Schedule
+from .models import Job, Schedule, Step
 from .policies import DelaySequence
 from .statuses import Outcome
 from .transitions import Fence
@@ -51,7 +51,7 @@ class JobRun:
     job_id: int
     job_type: str
     attempt: int
-    outcome: Outcome  # done, retry, snoozed, failed, cancelled (or lost)
+    outcome: Outcome  # done, retry, snoozed, parked, failed, cancelled (or lost)
     error: str  # the error's one-line summary; empty when the job succeeded
 
     @property
@@ -85,13 +85,15 @@ def drain(
     Jobs run one at a time in priority order, in the calling thread and on its database
     connection; jobs past their deadline end ``expired`` instead, as a worker's sweep ends
     them. ``run_delayed``: delayed jobs and retries waiting for their backoff are made
-    due and run as well, until each job is done or out of attempts. ``raise_errors``: raise
-    :class:`JobsFailed` listing the attempts that did not succeed (a snooze is not a
-    failure; with ``run_delayed`` a snoozed job is made due again at once). Raises
+    due and run as well, until each job is done or out of attempts, and durable sleeps
+    (``ctx.sleep``) end at once (a wait for a signal waits for the signal the test
+    sends). ``raise_errors``: raise :class:`JobsFailed` listing the attempts that did not
+    succeed (a snooze or a park is not a failure; with ``run_delayed`` a snoozed job is
+    made due again at once). Raises
     :class:`TooManyJobs` after ``max_jobs`` attempts if jobs are still due.
     """
     from .worker.claiming import claim_jobs  # the worker package, only when a test drains
-    from .worker.housekeeping import expire_overdue
+    from .worker.housekeeping import expire_overdue, wake_parked
 
     alias = using or conf.DATABASE
     runner = _Runner(alias)
@@ -103,6 +105,7 @@ def drain(
                 _make_delayed_due(alias, queues)
             if expire_overdue(alias):  # as a worker's sweep would, before the claim
                 composition.settle_now(alias)
+            wake_parked(alias)
             batch = claim_jobs(alias, WORKER_ID, queues, 1)
             _reset_claim_settings(alias)
             if not batch:
@@ -121,7 +124,7 @@ def drain(
     finally:
         _draining.active -= 1
     # a snooze is the handler's own "later", not a failure
-    failed = [run for run in runs if not run.succeeded and run.outcome != "snoozed"]
+    failed = [run for run in runs if not run.succeeded and run.outcome not in ("snoozed", "parked")]
     if raise_errors and failed:
         raise JobsFailed(failed)
     return runs
@@ -186,6 +189,16 @@ def _make_delayed_due(alias: str, queues: Sequence[str] | None) -> None:
     ids = list(delayed.values_list("id", flat=True))
     if ids:
         transitions.run_now_many(alias, ids)
+    # durable sleeps end now (a wait for a signal waits on: it is what the test sends)
+    sleeping = Step.objects.using(alias).filter(
+        kind="sleep", finished_at__isnull=True, job__status="waiting", job__waiting_for=0
+    )
+    if queues:
+        sleeping = sleeping.filter(job__queue__in=list(queues))
+    parked = list(sleeping.values_list("job_id", flat=True))
+    if parked:
+        sleeping.update(wake_at=Now())
+        Job.objects.using(alias).filter(id__in=parked).update(run_after=Now())
 
 
 _CLAIM_SETTINGS = ("enable_bitmapscan", "enable_seqscan", "synchronous_commit")

@@ -32,6 +32,7 @@ from .printable import one_line
 from .registry import registry
 from .serialization import from_json, to_json
 from .statuses import AfterFailure, FailureKind
+from .workflows import Park
 
 # Frames of these modules come before the handler's own in every traceback; they say
 # nothing about the job's failure and are left out of the stored traceback.
@@ -46,7 +47,8 @@ class Verdict:
     For a failure, ``then`` says where the job goes: ``"auto"`` retries while attempts
     remain (after ``delay`` seconds if the handler asked for one, else the backoff policy),
     ``"failed"`` and ``"cancelled"`` end the job at once, ``"release"`` gives the attempt
-    back uncharged (its database connection died).
+    back uncharged (its database connection died), ``"park"`` too, the job waiting durably
+    (a sleep, a wait for ``signal``) for ``delay`` seconds.
     """
 
     failure: FailureKind | None = None
@@ -57,6 +59,7 @@ class Verdict:
     then: AfterFailure = "auto"
     delay: float | None = None
     summary: str = ""  # one line for logs: "ValueError: bad input"
+    signal: str | None = None  # a park's: the signal it waits for
 
     @property
     def succeeded(self) -> bool:
@@ -73,6 +76,7 @@ class Verdict:
         delay: float | None = None,
         progress_json: str | None = None,
         summary: str | None = None,
+        signal: str | None = None,
     ) -> Verdict:
         """A failed attempt's verdict (``summary`` defaults to the error's first line)."""
         return cls(
@@ -83,6 +87,7 @@ class Verdict:
             delay=delay,
             progress_json=progress_json,
             summary=one_line(error if summary is None else summary),
+            signal=signal,
         )
 
 
@@ -136,6 +141,17 @@ def classify(
     text = describe(exc)
     name = error_type_name(exc)
     summary = f"{name}: {message_of(exc)}"
+    if isinstance(exc, Park):
+        return Verdict.of_failure(
+            FailureKind.PARKED,
+            "Parked",
+            exc.note,
+            then="park",
+            delay=exc.delay,
+            progress_json=progress_json,
+            summary=exc.note,
+            signal=exc.signal,
+        )
     if isinstance(exc, Snooze):
         note = exc.reason or f"snoozed for {in_words(exc.delay)}"
         return Verdict.of_failure(

@@ -52,7 +52,7 @@ SELECT status, result::text, error_type, last_error, waited_on FROM pqjobs_job W
 _MARK_RETRY = 0.05
 
 
-def _result_of(job_id: int, row: tuple[Any, ...]) -> tuple[bool, Any]:
+def result_of(job_id: int, row: tuple[Any, ...]) -> tuple[bool, Any]:
     """(finished, result) from the job's row; raises for a failed, cancelled or expired
     job."""
     status, result, error_type, error = row[:4]
@@ -120,7 +120,7 @@ def wait_for(
             row = conn.execute(_READ, [job_id]).fetchone()
             if row is None:
                 raise JobNotFound(job_id)
-            finished, value = _result_of(job_id, row)
+            finished, value = result_of(job_id, row)
             if finished:
                 return value
             wait = poll if row[4] else min(poll, _MARK_RETRY)

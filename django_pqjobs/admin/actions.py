@@ -1,5 +1,5 @@
-"""The job actions of the admin: Retry, Cancel, Run now, Skip, Delete (bulk and per job) and the
-forced Release of one stuck attempt.
+"""The job actions of the admin: Retry, Cancel, Run now, Skip, End wait, Delete (bulk and per
+job), the forced Release of one stuck attempt, and sending a workflow a signal.
 
 Each is an operator action of ``operations.py``, done under the user's name (so it lands in
 the audit trail) and reported as how many jobs it changed and how many it skipped, and why.
@@ -60,6 +60,10 @@ def _skip(ids: Sequence[int], by: str) -> int:
     return len(operations.skip_jobs(ids, by=by, using=conf.DATABASE))
 
 
+def _end_wait(ids: Sequence[int], by: str) -> int:
+    return len(operations.end_waits(ids, by=by, using=conf.DATABASE))
+
+
 def _run_now(ids: Sequence[int], by: str) -> int:
     return len(operations.run_jobs_now(ids, by=by, using=conf.DATABASE))
 
@@ -84,6 +88,11 @@ ACTIONS: dict[str, Action] = {
         "only failed jobs can be skipped",
         _skip,
     ),
+    "end-wait": Action(
+        "woken (their durable sleep or wait ended)",
+        "only workflows parked in a sleep or a wait for a signal can be woken",
+        _end_wait,
+    ),
 }
 
 
@@ -98,6 +107,7 @@ def job_page_message(name: str, job_id: int, changed: bool) -> str:
         "cancel": "cancelled (a running job is asked to stop)",
         "run-now": "moved to the head of the queue",
         "skip": "skipped: it is cancelled, and the jobs that waited on it go on",
+        "end-wait": "woken: its sleep is over, or its wait for a signal times out, and it is ready",
     }[name]
     return f"Job {job_id} {done}. Its status and timeline below show what has happened to it since."
 

@@ -27,11 +27,11 @@ GROUP BY 1
 """
 # Failed attempts after which the job went on (a retry), per minute. The attempt that ended
 # a failed or cancelled job is that job's failure, counted above, not a retry; an attempt
-# given back (released, snoozed) was no failure.
+# given back (released, snoozed, parked) was no failure.
 _RETRIES_PER_MINUTE = """
 SELECT date_trunc('minute', a.finished_at), count(*) FROM pqjobs_attempt a
 WHERE a.finished_at > now() - interval '1 hour' AND a.finished_at <= now()
-  AND a.outcome NOT IN ('released', 'snoozed')
+  AND a.outcome NOT IN ('released', 'snoozed', 'parked')
   AND NOT EXISTS (SELECT 1 FROM pqjobs_job j
                   WHERE j.id = a.job_id AND j.status IN ('failed', 'cancelled')
                     AND j.attempts = a.attempt)

@@ -123,7 +123,8 @@ SELECT left(t.payload, %(chars)s), length(t.payload),
        j.progress IS NOT NULL,
        left(j.progress ->> 'done', %(number_chars)s),
        left(j.progress ->> 'total', %(number_chars)s),
-       left(j.progress ->> 'message', %(message_chars)s)
+       left(j.progress ->> 'message', %(message_chars)s),
+       EXISTS (SELECT 1 FROM pqjobs_step s WHERE s.job_id = j.id)
 FROM pqjobs_job j,
      LATERAL (SELECT j.payload::text AS payload, j.result::text AS result OFFSET 0) t
 WHERE j.id = %(id)s
@@ -131,7 +132,8 @@ WHERE j.id = %(id)s
 _PAGE_PROGRESS = """
 SELECT j.progress IS NOT NULL,
        left(j.progress ->> 'done', %(number_chars)s),
-       left(j.progress ->> 'total', %(number_chars)s)
+       left(j.progress ->> 'total', %(number_chars)s),
+       EXISTS (SELECT 1 FROM pqjobs_step s WHERE s.job_id = j.id)
 FROM pqjobs_job j WHERE j.id = %(id)s
 """
 
@@ -142,6 +144,7 @@ class JobPage:
 
     show_data: bool
     show_secrets: bool = False  # and secret fields, and encrypted values, in the clear
+    has_steps: bool = False  # a durable workflow's: its Workflow section is shown
     payload: Excerpt | None = None
     result: Excerpt | None = None
     last_error: Excerpt | None = None
@@ -175,9 +178,9 @@ def load_page(alias: str, job_id: int, show_data: bool, show_secrets: bool) -> J
             page.payload = Excerpt(payload or "", payload_len or 0)
             page.result = None if result is None else Excerpt(result, result_len)
             page.last_error = Excerpt(error or "", error_len or 0)
-            has_progress, done, total, message = row[6:]
+            has_progress, done, total, message, page.has_steps = row[6:]
         else:
-            has_progress, done, total = row
+            has_progress, done, total, page.has_steps = row
             message = None
         if has_progress:
             page.progress = {"done": done, "total": total, "message": message}

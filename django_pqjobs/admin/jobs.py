@@ -30,7 +30,8 @@ from django.views.decorators.http import require_POST
 
 from .. import flow, monitoring, operations
 from ..conf import conf
-from ..models import Job, JobAttempt, WorkerRecord
+from ..errors import InvalidJobOption, PayloadError
+from ..models import Job, JobAttempt, Step, WorkerRecord
 from ..options import UNIQUE_STATE_BITS
 from ..printable import counted
 from ..redaction import may_see_secrets, redact
@@ -38,6 +39,7 @@ from ..registry import registry
 from ..serialization import from_json
 from ..statuses import FINISHED_STATUSES
 from ..tasks.payload import describe_call
+from ..workflows import send_signal
 from . import (
     actions,
     composition,
@@ -47,6 +49,7 @@ from . import (
     flowcontrol,
     reasons,
     timeline,
+    workflow,
 )
 from .changelist import GuardedListAdmin
 from .filters import (
@@ -64,6 +67,7 @@ from .filters import (
 )
 from .pagination import EstimatedCountPaginator
 from .search import HELP_TEXT, job_search
+from .signal_form import SignalForm
 
 TASK_CALL_CHARS = 80  # of a task's call in the list
 
@@ -129,7 +133,14 @@ class JobAdmin(GuardedListAdmin):
     list_per_page = 50
     show_full_result_count = False
     paginator = EstimatedCountPaginator
-    actions = ["retry_action", "cancel_action", "run_now_action", "skip_action", "delete_action"]
+    actions = [
+        "retry_action",
+        "cancel_action",
+        "run_now_action",
+        "skip_action",
+        "end_wait_action",
+        "delete_action",
+    ]
     change_form_template = "admin/django_pqjobs/job/change_form.html"
     change_list_template = "admin/django_pqjobs/job/change_list.html"
     fieldsets = [
@@ -214,6 +225,8 @@ class JobAdmin(GuardedListAdmin):
         composed = self._composition_fields(obj)
         if composed:
             fieldsets.insert(1, ("Batch and dependencies", {"fields": composed}))
+        if isinstance(obj, Job) and excerpts.page_of(obj).has_steps:
+            fieldsets.insert(1, ("Workflow", {"fields": ["workflow_steps"]}))
         return fieldsets
 
     def _composition_fields(self, job: Any) -> list[str]:
@@ -360,8 +373,8 @@ class JobAdmin(GuardedListAdmin):
 
     @admin.display(description="when")
     def when(self, job: Job) -> SafeString | str:
-        """Ready and blocked: when it is due; waiting: after its dependencies; running:
-        since when; finished: when, and how long it ran."""
+        """Ready and blocked: when it is due; waiting: after its dependencies, or (a parked
+        workflow) when it wakes; running: since when; finished: when, and how long it ran."""
         if job.status == "running":
             return format_html("started {}", display.since(job.locked_at))
         if job.finished_at is not None and job.status in FINISHED_STATUSES:
@@ -371,6 +384,8 @@ class JobAdmin(GuardedListAdmin):
                 display.since(job.finished_at),
                 format_html('<span class="pqjobs-sub">took {}</span>', took) if took else "",
             )
+        if job.status == "waiting" and job.waiting_for == 0:
+            return format_html("wakes {}", display.since(job.run_after))
         if job.status == "waiting":
             return "after its dependencies"
         return format_html("due {}", display.since(job.run_after))
@@ -587,6 +602,12 @@ class JobAdmin(GuardedListAdmin):
     def dependent_links(self, job: Job) -> SafeString | str:
         return composition.dependents(job)
 
+    @admin.display(description="steps")
+    def workflow_steps(self, job: Job) -> SafeString:
+        """The durable workflow's steps, sleeps and waits (``ctx.step`` and the rest)."""
+        page = excerpts.page_of(job)
+        return workflow.steps_table(job, conf.DATABASE, page.show_data, page.show_secrets)
+
     @admin.display(description="timeline")
     def timeline(self, job: Job) -> SafeString:
         page = excerpts.page_of(job)
@@ -695,6 +716,10 @@ class JobAdmin(GuardedListAdmin):
     )
     def skip_action(self, request: HttpRequest, queryset: QuerySet) -> None:
         self._bulk(request, queryset, "skip")
+
+    @admin.action(description="End the durable wait of selected workflows", permissions=["change"])
+    def end_wait_action(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._bulk(request, queryset, "end-wait")
 
     @admin.action(description="Delete selected jobs (not running)", permissions=["delete"])
     def delete_action(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
@@ -820,6 +845,11 @@ class JobAdmin(GuardedListAdmin):
                 self.admin_site.admin_view(self.release_view),
                 name="django_pqjobs_job_release",
             ),
+            path(
+                "<int:job_id>/signal/",
+                self.admin_site.admin_view(self.signal_view),
+                name="django_pqjobs_job_signal",
+            ),
         ]
         return own + super().get_urls()
 
@@ -895,6 +925,43 @@ class JobAdmin(GuardedListAdmin):
             "stale_timeout": conf.STALE_TIMEOUT,
         }
         return TemplateResponse(request, "admin/django_pqjobs/job/release.html", context)
+
+    def signal_view(self, request: HttpRequest, job_id: int) -> HttpResponse:
+        """Send a workflow a signal (its ``ctx.wait_for_signal`` returns the payload): a
+        form (GET), and the signal sent under the user's name (POST)."""
+        job = get_object_or_404(self.get_queryset(request).defer(*excerpts.BIG_COLUMNS), pk=job_id)
+        if not self.has_change_permission(request, job):
+            raise PermissionDenied
+        form = SignalForm(request.POST if request.method == "POST" else None)
+        if request.method == "POST" and form.is_valid():
+            name, payload = form.cleaned_data["name"], form.cleaned_data["payload"]
+            try:
+                sent = send_signal(
+                    job.pk, name, payload, by=actions.actor(request), using=conf.DATABASE
+                )
+            except (PayloadError, InvalidJobOption) as exc:
+                form.add_error("payload", str(exc))
+            else:
+                text = (
+                    f"Signal {name!r} sent to job {job.pk}."
+                    if sent
+                    else f"Job {job.pk} already had a signal {name!r}: the first one stands."
+                )
+                self.message_user(request, text, messages.SUCCESS if sent else messages.WARNING)
+                return HttpResponseRedirect(_change_url(job.pk))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Send job {job.pk} a signal",
+            "opts": self.model._meta,
+            "job": job,
+            "form": form,
+            "waiting_for": list(
+                Step.objects.using(conf.DATABASE)
+                .filter(job_id=job.pk, kind="signal", finished_at__isnull=True)
+                .values_list("name", flat=True)
+            ),
+        }
+        return TemplateResponse(request, "admin/django_pqjobs/job/signal.html", context)
 
     def change_view(
         self,
@@ -985,6 +1052,8 @@ def _has_error(job: Any) -> bool:
 
 
 def _waiting_for(count: int) -> str:
+    if count == 0:
+        return "parked: a workflow's durable sleep or wait for a signal"
     return f"waiting for {count} {'dependency' if count == 1 else 'dependencies'}"
 
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from ..models import Job
+from ..models import Job, Step
 from ..sql import held_by_key
 from ..statuses import FINISHED_STATUSES
 from . import composition, display
@@ -29,7 +29,9 @@ ORDER BY id DESC LIMIT 1
 def why(job: Job, alias: str) -> list[SafeString]:
     """The reasons, most pressing first (none: the job is running, finished, or due)."""
     found: list[SafeString] = []
-    if job.status == "waiting":
+    if job.status == "waiting" and job.waiting_for == 0:
+        found += _parked(job, alias)
+    elif job.status == "waiting":
         found += _prerequisites(job)
     elif job.status == "blocked":
         found.append(
@@ -45,6 +47,33 @@ def why(job: Job, alias: str) -> list[SafeString]:
     if job.dedupe_key:
         found += _key_holder(job, alias)
     return found
+
+
+def _parked(job: Job, alias: str) -> list[SafeString]:
+    """A durable workflow parked by its handler: the sleep or the wait it is in."""
+    waits = list(
+        Step.objects.using(alias)
+        .filter(job_id=job.pk, finished_at__isnull=True)
+        .exclude(kind="step")
+        .order_by("-id")
+        .values_list("name", "kind", "wake_at")[:1]
+    )
+    if not waits:
+        return [format_html("parked until {}", display.moment(job.run_after))]
+    name, kind, wake_at = waits[0]
+    if kind == "child":
+        return [format_html("waiting for its child job ({}) to finish", name)]
+    if kind == "sleep":
+        return [format_html("sleeping ({}) until {}", name, display.moment(wake_at))]
+    return [
+        format_html(
+            "waiting for the signal {} (send_signal({}, {!r}, ...)); it times out at {}",
+            name,
+            job.pk,
+            name,
+            display.moment(wake_at),
+        )
+    ]
 
 
 def _prerequisites(job: Job) -> list[SafeString]:

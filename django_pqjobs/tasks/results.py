@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from .families import Family
 
 STATUS_NAMES = {
+    "waiting": "READY",  # for its dependencies, or parked (a durable sleep or wait)
+    "blocked": "READY",  # held back by flow control
     "ready": "READY",
     "running": "RUNNING",
     "done": "SUCCESSFUL",
@@ -37,6 +39,7 @@ MISSING: Any = object()
 # FailureKind values, as literals: this module is imported while apps may still be loading.
 RELEASED = "released"
 SNOOZED = "snoozed"
+PARKED = "parked"
 CANCELLED = "cancelled"
 
 # error_type values the worker records by a bare name, and the classes they stand for.
@@ -116,8 +119,8 @@ def build(
     attempts". ``status``, ``return_value`` and ``finished_at`` override the object's when
     it is older than the outcome just recorded."""
     status = status or job.status
-    # attempts given back (released, snoozed) were not attempts of the task
-    rows = [row for row in history or () if row.outcome not in (RELEASED, SNOOZED)]
+    # attempts given back (released, snoozed, parked) were not attempts of the task
+    rows = [row for row in history or () if row.outcome not in (RELEASED, SNOOZED, PARKED)]
     alias, args, kwargs = payload.unpack(job.payload)
     result = family.task_result(
         task=task,

@@ -18,6 +18,8 @@
     waiting ──[db] its last prerequisite done──► ready          (sql/schema/composition.sql)
     waiting ──[db] a prerequisite failed, cancelled or deleted──► cancelled (or ready, under
                    the "run" policy)                             (sql/schema/composition.sql)
+    running ──park (a durable sleep or a wait for a signal; uncharged)──► waiting (parked)
+    waiting (parked) ──wake_due (its time came) / wake_for_signal / end_wait──► ready
     waiting / ready / blocked ──expire_overdue (its deadline passed)──► expired
     failed ──skip──► cancelled (what halts on it, the rest of its sequence, goes on)
     failed / cancelled / expired ──requeue──► ready (attempt numbers go on; waiting again if it has
@@ -32,7 +34,7 @@ path a job takes (worker, rescue, admin, SQL); they are written in ``sql/schema/
 The modules, by concern: ``claim`` (ready → running, and → blocked), ``attempts`` (the end
 of an attempt, release, rescue), ``operator`` (cancel, requeue, run now, force release,
 delete, skip), ``deadlines`` (into expired), ``flow`` (out of blocked, pause and resume),
-``dependencies`` (waiting).
+``dependencies`` (waiting), ``workflows`` (parked and woken).
 Transitions out of ``running`` are *fenced* on ``(id, locked_by, attempts)``, the
 :class:`Fence` of the attempt: a worker that lost its job (rescued and claimed again
 elsewhere) cannot overwrite the newer outcome. The database clock (``now()``) is the only
@@ -77,6 +79,7 @@ from .operator import (
     run_now_many,
     skip_many,
 )
+from .workflows import end_wait, park, wake_due, wake_for_signal
 
 __all__ = [
     "GIVE_BACK_LIMIT",
@@ -99,12 +102,14 @@ __all__ = [
     "complete_many",
     "delete_unless_running",
     "end_attempt",
+    "end_wait",
     "expire_overdue",
     "force_release",
     "hold_back",
     "let_go_of_key",
     "make_wait",
     "mark_started",
+    "park",
     "pause",
     "promote_rate_blocked",
     "push_back",
@@ -117,4 +122,6 @@ __all__ = [
     "run_now_many",
     "save_progress",
     "skip_many",
+    "wake_due",
+    "wake_for_signal",
 ]

@@ -13,6 +13,7 @@ from django.db import connections, transaction
 
 from .. import audit, endings, transitions
 from ..conf import conf
+from ..notify import notify_queues
 from ..printable import counted, printable
 from ..statuses import FINISHED_STATUSES
 
@@ -38,6 +39,15 @@ def expire_overdue(alias: str) -> list[int]:
             extra={"outcome": "expired", "count": len(expired)},
         )
     return expired
+
+
+def wake_parked(alias: str) -> list[int]:
+    """Wake the parked workflows whose time came (a batch): ready, and workers told."""
+    woken = transitions.wake_due(alias)
+    if woken:
+        with connections[alias].cursor() as cursor:
+            notify_queues(cursor, [queue for _, queue in woken])
+    return [job_id for job_id, _ in woken]
 
 
 def reap_stale(
@@ -82,6 +92,10 @@ WITH doomed AS (
     FOR UPDATE SKIP LOCKED
 ), history AS (
     DELETE FROM pqjobs_attempt WHERE job_id IN (SELECT id FROM doomed)
+), steps AS (
+    DELETE FROM pqjobs_step WHERE job_id IN (SELECT id FROM doomed)
+), signals AS (
+    DELETE FROM pqjobs_signal WHERE job_id IN (SELECT id FROM doomed)
 ), edges AS (
     DELETE FROM pqjobs_dependency
     WHERE job_id IN (SELECT id FROM doomed) OR depends_on_id IN (SELECT id FROM doomed)

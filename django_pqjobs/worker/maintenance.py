@@ -20,7 +20,13 @@ from ..printable import counted, printable
 from ..schedules.scheduler import Scheduler
 from .db import reset_connection
 from .heartbeats import WorkerIdentity, heartbeat
-from .housekeeping import expire_overdue, prune_finished, reap_stale, release_rate_blocked
+from .housekeeping import (
+    expire_overdue,
+    prune_finished,
+    reap_stale,
+    release_rate_blocked,
+    wake_parked,
+)
 from .slots import InFlight
 
 logger = logging.getLogger("django_pqjobs")
@@ -146,8 +152,10 @@ class Maintenance(threading.Thread):
         transitions.release_unpaused(self.alias)
 
     def expire(self) -> None:
-        """End the jobs whose deadline passed before they could start."""
+        """End the jobs whose deadline passed before they could start, and wake the parked
+        workflows whose time came."""
         expire_overdue(self.alias)
+        wake_parked(self.alias)
 
     def release_rate_blocked(self) -> None:
         release_rate_blocked(self.alias)

@@ -25,7 +25,7 @@ from django.db import DatabaseError
 
 from .. import endings, transitions
 from ..conf import conf
-from ..durations import to_seconds
+from ..durations import in_words, to_seconds
 from ..policies import DelaySequence, make_backoff
 from ..printable import printable
 from ..registry import registry
@@ -162,6 +162,9 @@ class Recorder:
         self.on_recorded_all(recorded)
 
     def _write_failure(self, slot: Slot, verdict: Verdict) -> None:
+        if verdict.then == "park":
+            self._park(slot, verdict)
+            return
         if verdict.then == "release":
             if self._give_back(slot, verdict):
                 return
@@ -247,6 +250,28 @@ class Recorder:
             return False
         self.report(slot, verdict, "snoozed" if snoozed else "released", delay=delay)
         return True
+
+    def _park(self, slot: Slot, verdict: Verdict) -> None:
+        """Park the job durably (a sleep, a wait for a signal): waiting, the attempt
+        uncharged, until its time or its signal (transitions/workflows.py)."""
+        delay = verdict.delay or 0.0
+
+        def park() -> str | None:
+            return transitions.park(self.alias, slot.fence, delay, verdict.error, verdict.signal)
+
+        try:
+            status = self._persist(park)
+        except Unrecorded:
+            self.report(slot, verdict, UNRECORDED)
+            return
+        except DatabaseError:
+            logger.exception("the database refused to park job %s", slot.job.id)
+            self.report(slot, verdict, UNRECORDED)
+            return
+        if status is None:
+            self.report(slot, verdict, "lost")
+        else:
+            self.report(slot, verdict, "parked", delay=0.0 if status == "ready" else delay)
 
     def _persist(self, operation: Callable[[], Any]) -> Any:
         """Run a write, reconnecting through database restarts for as long as it takes
@@ -346,6 +371,15 @@ class Recorder:
                 verdict.failure,
                 duration,
                 summary,
+                extra=fields,
+            )
+        elif status == "parked":
+            logger.info(
+                "job %s %s parked (%s), woken in %s or by its signal",
+                job.id,
+                name,
+                summary,
+                in_words(delay),
                 extra=fields,
             )
         elif status == "snoozed":

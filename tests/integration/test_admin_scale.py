@@ -236,7 +236,7 @@ def base() -> Iterator[int]:
     with connection.cursor() as cursor:  # faster than the flush's TRUNCATE cascade
         cursor.execute(
             "TRUNCATE pqjobs_job, pqjobs_attempt, pqjobs_audit, pqjobs_pause, pqjobs_batch, "
-            "pqjobs_dependency"
+            "pqjobs_dependency, pqjobs_step, pqjobs_signal"
         )
 
 

@@ -36,6 +36,7 @@ from django_pqjobs import (
     enqueue_on_commit,
     get_batch,
     retry_job,
+    send_signal,
 )
 from django_pqjobs.clock import database_now
 from django_pqjobs.models import (
@@ -146,6 +147,7 @@ def test_a_worker_with_only_the_worker_grants_does_everything_a_worker_does(role
             permanent = enqueue_job("tests.permanent")
             chain = enqueue_job("tests.chain")
             sleeper = enqueue_job("tests.sleep", {"seconds": 3})
+            flow = enqueue_job("tests.workflow_plain")
 
         assert wait_status(echo, "done", timeout=30).locked_by == "least-privileged"
         assert wait_status(lost.pk, "done", timeout=30).attempts == 2
@@ -164,6 +166,17 @@ def test_a_worker_with_only_the_worker_grants_does_everything_a_worker_does(role
         first_beat = Job.objects.get(pk=sleeper).heartbeat_at
         wait_for(lambda: Job.objects.get(pk=sleeper).heartbeat_at > first_beat, timeout=10)
         wait_status(sleeper, "done", timeout=30)
+
+        # a durable workflow: steps, a sleep, parked for its signal, which the web role sends
+        wait_for(
+            lambda: Job.objects.filter(
+                pk=flow, status="waiting", waiting_for=0, steps__name="confirmed"
+            ).exists(),
+            timeout=30,
+        )
+        with acting_as(roles.web):
+            assert send_signal(flow, "confirmed", "yes")
+        assert wait_status(flow, "done", timeout=30).result == {"first": {"n": 1}, "reply": "yes"}
 
         fired = wait_for(lambda: Job.objects.filter(schedule_id=schedule.pk, status="done"), 30)
         schedule.refresh_from_db()

@@ -306,6 +306,45 @@ def test_release_gives_the_attempt_back():
     assert transitions.release(DB, []) == []
 
 
+def test_park_gives_the_attempt_back_to_wait_and_is_fenced():
+    job_id = enqueue_job("t")
+    (job,) = claim_jobs(DB, "w", None, 1).jobs
+    stale = Fence(job_id, "w", job.attempts + 1)
+    assert transitions.park(DB, stale, 60, "sleeping") is None  # not this attempt
+    assert transitions.park(DB, Fence.of(job), 60, "sleeping 1 minute (nap)") == "waiting"
+    row = Job.objects.get(pk=job_id)
+    assert (row.status, row.attempts, row.waiting_for) == ("waiting", 0, 0)
+    assert 59 < seconds_between(row.run_after, database_now(DB)) <= 60
+    attempt = JobAttempt.objects.get(job_id=job_id)
+    assert (attempt.outcome, attempt.traceback) == ("parked", "sleeping 1 minute (nap)")
+
+
+def test_a_park_whose_signal_came_meanwhile_is_due_at_once():
+    from django_pqjobs.models import Signal
+
+    job_id = enqueue_job("t")
+    (job,) = claim_jobs(DB, "w", None, 1).jobs
+    Signal.objects.create(job_id=job_id, name="go", payload=1)
+    assert transitions.park(DB, Fence.of(job), 3600, "waiting for signal 'go'", "go") == "ready"
+    row = Job.objects.get(pk=job_id)
+    assert row.status == "ready" and row.run_after <= database_now(DB)
+    assert JobAttempt.objects.get(job_id=job_id).traceback.endswith(
+        "(its signal had come: due now)"
+    )
+
+
+def test_wake_due_wakes_parked_jobs_whose_time_came_and_nothing_else():
+    due, later, other = (enqueue_job("t") for _ in range(3))
+    for job in claim_jobs(DB, "w", None, 3).jobs:
+        delay = {due: 0, later: 3600, other: 0}[job.id]
+        transitions.park(DB, Fence.of(job), delay, "nap")
+    # a job waiting for a dependency is not parked: never woken here
+    Job.objects.filter(pk=other).update(waiting_for=1)
+    assert transitions.wake_due(DB) == [(due, "default")]
+    statuses = dict(Job.objects.values_list("id", "status"))
+    assert statuses == {due: "ready", later: "waiting", other: "waiting"}
+
+
 def test_rescue_returns_stale_jobs_and_fails_exhausted_ones():
     fresh = enqueue_job("t")
     stale = enqueue_job("t", max_attempts=3)

@@ -194,6 +194,114 @@ def versioned_broken_upgrade(ctx: JobContext) -> dict:
     return ctx.job.payload
 
 
+def _count(key: str) -> int:
+    """A side effect that counts its runs: Counter ``key`` + 1; returns the new count."""
+    counter, _ = Counter.objects.get_or_create(name=key)
+    Counter.objects.filter(pk=counter.pk).update(value=F("value") + 1)
+    return Counter.objects.get(pk=counter.pk).value
+
+
+def _maybe_die(ctx: JobContext, after: str) -> None:
+    """Kill this worker process (as kill -9 would) right after the step ``after``, on the
+    first attempt only (the payload's ``die_after``)."""
+    if ctx.job.payload.get("die_after") == after and ctx.attempt == 1:
+        os.kill(os.getpid(), 9)
+
+
+@job("tests.workflow", max_attempts=5)
+def workflow(ctx: JobContext) -> dict:
+    """An order's workflow: charge, provision, a durable sleep, a wait for the customer's
+    signal, then the e-mail; each step's side effect counted (Counter "<order>:<step>")."""
+    order = ctx.job.payload["order"]
+    charged = ctx.step("charge", _count, f"{order}:charge")
+    _maybe_die(ctx, "charge")
+    ctx.step("provision", _count, f"{order}:provision")
+    _maybe_die(ctx, "provision")
+    ctx.sleep("cool-off", ctx.job.payload.get("sleep", 3600))
+    _maybe_die(ctx, "cool-off")
+    reply = ctx.wait_for_signal("confirmed", timeout=ctx.job.payload.get("timeout"))
+    _maybe_die(ctx, "confirmed")
+
+    @ctx.step("email")
+    def emailed() -> int:
+        return _count(f"{order}:email")
+
+    return {"charged": charged, "reply": reply, "emailed": emailed}
+
+
+@job("tests.workflow_plain")
+def workflow_plain(ctx: JobContext) -> dict:
+    """A step, a short sleep and a signal, touching no table of its own (for roles without
+    grants on the test app's tables)."""
+    first = ctx.step("first", lambda: {"n": 1})
+    ctx.sleep("nap", 0.5)
+    return {"first": first, "reply": ctx.wait_for_signal("confirmed")}
+
+
+@job("tests.workflow_noop5")
+def workflow_noop5(ctx: JobContext) -> None:
+    """The workflows benchmark's workflow: five no-op steps."""
+    for n in range(5):
+        ctx.step(f"step-{n}", int)
+
+
+@job("tests.workflow_resumed_at")
+def workflow_resumed_at(ctx: JobContext) -> float:
+    """Waits for the signal "go"; returns when its handler resumed (epoch seconds): the
+    signal-to-resume benchmark's probe."""
+    ctx.wait_for_signal("go")
+    return time.time()
+
+
+@job("tests.workflow_parent")
+def workflow_parent(ctx: JobContext) -> dict:
+    """Runs two child jobs, one after the other: one that succeeds, one that fails."""
+    from django_pqjobs import JobFailed
+
+    echoed = ctx.run_child("echo", "tests.echo", {"n": 21})
+    try:
+        ctx.run_child("doomed", "tests.permanent", max_attempts=1)
+        failed = None
+    except JobFailed as exc:
+        failed = exc.error_type
+    return {"echoed": echoed, "failed": failed}
+
+
+@job("tests.workflow_timeout")
+def workflow_timeout(ctx: JobContext) -> str:
+    """Waits for a signal that may not come; says which happened."""
+    from django_pqjobs import SignalTimeout
+
+    try:
+        return f"got {ctx.wait_for_signal('answer', timeout=ctx.job.payload['timeout'])}"
+    except SignalTimeout:
+        return "timed out"
+
+
+@job("tests.workflow_twice")
+def workflow_twice(ctx: JobContext) -> None:
+    ctx.step("same", int)
+    ctx.step("same", int)
+
+
+@job("tests.workflow_bad_result")
+def workflow_bad_result(ctx: JobContext) -> None:
+    ctx.step("bad", lambda: {1, 2})
+
+
+@job("tests.workflow_atomic", atomic=True)
+def workflow_atomic(ctx: JobContext) -> None:
+    ctx.step("never", int)
+
+
+@job("tests.workflow_isolated", isolation="process")
+def workflow_isolated(ctx: JobContext) -> dict:
+    """Steps and a sleep in a child process."""
+    first = ctx.step("first", _count, f"iso-wf:{ctx.job.id}")
+    ctx.sleep("nap", 3600)
+    return {"first": first}
+
+
 @job("tests.started_at")
 def started_at(ctx: JobContext) -> float:
     """Returns when its handler started (epoch seconds): the latency benchmark's probe."""

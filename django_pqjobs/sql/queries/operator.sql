@@ -111,6 +111,10 @@ WITH doomed AS (
     RETURNING id, job_type, status, sequence_key
 ), history AS (
     DELETE FROM pqjobs_attempt WHERE job_id IN (SELECT id FROM doomed)
+), steps AS (
+    DELETE FROM pqjobs_step WHERE job_id IN (SELECT id FROM doomed)
+), signals AS (
+    DELETE FROM pqjobs_signal WHERE job_id IN (SELECT id FROM doomed)
 ), edges AS (
     -- what a deleted job waited for; the edges to a deleted job stay until its dependents
     -- are settled at commit (they are cancelled, or run, by their policy) and pruned. A
