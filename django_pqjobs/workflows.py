@@ -111,22 +111,11 @@ SELECT name, kind, result::text, finished_at IS NOT NULL,
        extract(epoch FROM wake_at - now())::float8
 FROM pqjobs_step WHERE job_id = %s
 """
-# Fenced: written only while the attempt is this worker's. On its own, a record commits
-# without waiting for the WAL flush (as the claim does): one the server loses in a crash of
-# its own runs its step once more, which at-least-once allows; a worker's crash loses
-# nothing. (Set in the statement itself: one round trip. Inside a transaction of the
-# handler's, whose commit this must not change, the statement is sent as it is.)
+# A step's record: pqjobs_record_step() (sql/schema/workflows.sql), fenced on the attempt.
+# On its own, a record commits without waiting for the WAL flush; inside a transaction of
+# the handler's, whose commit it must not change, as that transaction commits.
+_RECORD = "SELECT pqjobs_record_step(%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s)"
 _ASYNC_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) = 'off'"
-_RECORD = """
-INSERT INTO pqjobs_step (job_id, name, kind, result, attempt, started_at, finished_at, wake_at)
-SELECT j.id, %s, %s, %s::jsonb, j.attempts, now(), CASE WHEN %s THEN now() END,
-       now() + make_interval(secs => %s::double precision)
-FROM pqjobs_job j
-WHERE {commit} AND j.id = %s AND j.status = 'running' AND j.locked_by = %s
-  AND j.attempts = %s
-ON CONFLICT (job_id, name) DO NOTHING
-RETURNING id
-"""
 _FINISH = """
 UPDATE pqjobs_step SET finished_at = now(), result = %(result)s::jsonb
 WHERE {commit} AND job_id = %(job)s AND name = %(name)s AND finished_at IS NULL
@@ -137,12 +126,9 @@ WHERE {commit} AND job_id = %(job)s AND name = %(name)s AND finished_at IS NULL
   )
 RETURNING id
 """
-# (statement, in a transaction) -> the statement to send
-_WRITES = {
-    (statement, in_transaction): statement.replace(
-        "{commit}", "true" if in_transaction else _ASYNC_COMMIT
-    )
-    for statement in (_RECORD, _FINISH)
+# in a transaction -> the statement to send
+_FINISHES = {
+    in_transaction: _FINISH.replace("{commit}", "true" if in_transaction else _ASYNC_COMMIT)
     for in_transaction in (False, True)
 }
 _SIGNAL = "SELECT payload::text FROM pqjobs_signal WHERE job_id = %s AND name = %s"
@@ -296,16 +282,26 @@ class Workflow:
     def _write(
         self, name: str, kind: str, text: str | None, *, finished: bool, wake: float | None
     ) -> None:
-        # a step's one statement, on the thread's kept psycopg cursor: Django's cursor
-        # wrapper, made anew each time, cost a no-op step a third of its time
+        # a step's one statement, on the thread's kept psycopg cursor (Django's cursor
+        # wrapper, made anew each time, cost a no-op step a third of its time)
         fence = self.ctx.fence
         in_transaction = connections[self.ctx.using].in_atomic_block
         with batch_cursor(self.ctx.using) as cursor:
             cursor.execute(
-                _WRITES[_RECORD, in_transaction],
-                (name, kind, text, finished, wake, fence.job_id, fence.worker_id, fence.attempt),
+                _RECORD,
+                (
+                    fence.job_id,
+                    fence.worker_id,
+                    fence.attempt,
+                    name,
+                    kind,
+                    text,
+                    finished,
+                    wake,
+                    not in_transaction,
+                ),
             )
-            if cursor.fetchone() is None:
+            if not cursor.fetchone()[0]:
                 raise WorkflowLost(f"job {fence.job_id} is no longer this worker's attempt")
 
     def _finish(self, name: str, outcome: Any) -> None:
@@ -314,7 +310,7 @@ class Workflow:
         connection = connections[self.ctx.using]
         with connection.cursor() as cursor:
             cursor.execute(
-                _WRITES[_FINISH, connection.in_atomic_block],
+                _FINISHES[connection.in_atomic_block],
                 {
                     "job": fence.job_id,
                     "name": name,

@@ -1,13 +1,16 @@
 """Durable workflows: ``pqjobs_step`` (a job's recorded steps, sleeps and waits) and
 ``pqjobs_signal`` (the signals sent to jobs), the index of parked jobs (waiting with no
 dependency left, by when they wake) the wake-up sweep reads, the ``parked`` attempt outcome
-and the ``end_wait`` and ``signal`` audit actions. No function changes: the statements are
-``django_pqjobs/sql/queries/workflows.sql``."""
+and the ``end_wait`` and ``signal`` audit actions. The statements are
+``django_pqjobs/sql/queries/workflows.sql``, and a step's record is
+``pqjobs_record_step()`` (``django_pqjobs/sql/migrations/0024_durable_workflows.up.sql``)."""
 
 import django.core.serializers.json
 import django.db.models.deletion
 import django.db.models.functions.datetime
 from django.db import migrations, models
+
+from django_pqjobs import sql
 
 
 class Migration(migrations.Migration):
@@ -196,4 +199,5 @@ class Migration(migrations.Migration):
             model_name="step",
             constraint=models.UniqueConstraint(fields=("job", "name"), name="pqjobs_step_job_name"),
         ),
+        sql.migration("0024_durable_workflows"),
     ]

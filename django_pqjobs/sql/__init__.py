@@ -42,6 +42,7 @@ SCHEMA_FILES = (
     "schema/claim.sql",
     "schema/flow.sql",
     "schema/composition.sql",
+    "schema/workflows.sql",
     "schema/privileges.sql",
 )
 PLACEHOLDER = ':"schema".'

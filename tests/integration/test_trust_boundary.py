@@ -270,6 +270,7 @@ def test_a_role_without_grants_can_call_nothing(clean):
             "SELECT pqjobs_complete('w', '[]')",
             "SELECT pqjobs_enqueue('t', 'default', '{}', 0, 1, NULL, 0, NULL, NULL, NULL, "
             "NULL, NULL)",
+            "SELECT pqjobs_record_step(1, 'w', 1, 's', 'step', '1', true, NULL, true)",
         ):
             assert refused(session, call), call
 
@@ -288,7 +289,7 @@ def test_every_function_pins_its_search_path_and_is_closed_to_public(target):
             "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
             "AND p.proname LIKE 'pqjobs%' ORDER BY 1"
         ).fetchall()
-    assert len(functions) == 11
+    assert len(functions) == 12
     for name, definer, config, public, owner in functions:
         assert "search_path=pg_catalog, pg_temp" in (config or []), (name, config)
         assert not public, f"{name}: EXECUTE for PUBLIC"

@@ -7,6 +7,7 @@
 --                                           (with SELECT on pqjobs_protected_type)
 --   pqjobs_claim, pqjobs_complete           the worker role
 --   pqjobs_batch_seal                       roles that open batches (batch())
+--   pqjobs_record_step                      the worker role (durable workflows' steps)
 -- The others are internal, callable by no client role: trigger functions fire without
 -- EXECUTE (and without it no role can attach them to a table of its own), and the
 -- settling and batch functions call each other with the owner's rights.
@@ -24,6 +25,9 @@ REVOKE ALL ON FUNCTION :"schema".pqjobs_anyone_listens() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_claim(text, integer, text[], integer, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_complete(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_batch_seal(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION :"schema".pqjobs_record_step(
+    bigint, text, integer, text, text, jsonb, boolean, double precision, boolean
+) FROM PUBLIC;
 -- internal
 REVOKE ALL ON FUNCTION :"schema".pqjobs_batch_finished(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_settle() FROM PUBLIC;
