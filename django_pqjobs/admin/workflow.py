@@ -1,19 +1,18 @@
 """A durable workflow on its job page: each step, sleep and wait, its time, and its result
-(``workflows.py``). Results are cut short, masked for staff without the secrets permission,
-and hidden from staff who may not see job data at all."""
+(``workflows.py``). Results are cut short and shown as payloads are (masked for staff
+without the secrets permission), and hidden from staff who may not see job data at all."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
 from django.db import connections
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from .. import protection, redaction
 from ..models import Job
 from . import display
+from .excerpts import Excerpt
 
 SHOWN_STEPS = 200
 RESULT_CHARS = 300
@@ -62,21 +61,13 @@ def _state(kind: str, finished_at: datetime | None, wake_at: datetime | None) ->
     return "running"
 
 
-def _result(text: str | None, length: int | None, show_data: bool, show_secrets: bool) -> str:
+def _result(
+    text: str | None, length: int | None, show_data: bool, show_secrets: bool
+) -> SafeString | str:
+    # shown as the payload and result are (display.json_excerpt): opened or masked, a cut
+    # or unreadable one only to those who may see secrets
     if text is None:
         return "-"
     if not show_data:
         return "hidden"
-    if length is not None and length > len(text):
-        if not show_secrets:
-            return f"{length:,} characters (too long to show masked)"
-        return f"{text}… ({length:,} characters)"
-    value = json.loads(text)
-    if show_secrets:
-        try:
-            value = protection.reveal_value(value)
-        except protection.SealedError:
-            return "[encrypted: no key opens it]"
-    else:
-        value = redaction.redact(value)
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return display.json_excerpt(Excerpt(text, length or len(text)), show_secrets)

@@ -385,3 +385,17 @@ def test_child_jobs_are_enqueued_once_and_awaited_parked():
     }
     assert Job.objects.filter(parent_id=parent).count() == 2  # each child enqueued once
     assert set(Step.objects.filter(job_id=parent).values_list("kind", flat=True)) == {"child"}
+
+
+def test_step_results_on_the_job_page_are_masked_as_payloads_are():
+    from tests.helpers import make_user
+
+    job_id = enqueue_job("tests.noop")
+    Step.objects.create(
+        job_id=job_id, name="login", kind="step", attempt=1, result={"token": "tok-abc-123"}
+    )
+    url = f"/admin/django_pqjobs/job/{job_id}/change/"
+    viewer = make_user("viewer", "view_job").get(url).content.decode()
+    assert "login" in viewer and "tok-abc-123" not in viewer and "[redacted]" in viewer
+    trusted = make_user("trusted", "view_job", "view_job_secrets").get(url).content.decode()
+    assert "tok-abc-123" in trusted
