@@ -117,3 +117,24 @@ def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
     return ordered[index]
+
+
+def drain_seconds(job_type: str, payloads: list) -> float:
+    """Enqueue one job of ``job_type`` per payload on emptied tables, drain them with
+    ``run_jobs --concurrency 4 --burst``; the seconds from the first claim to the last
+    finish (RuntimeError when not all finished)."""
+    from django_pqjobs import enqueue_many
+
+    reset_tables()
+    enqueue_many(job_type, payloads)
+    sql("VACUUM ANALYZE pqjobs_job")
+    with worker_process("--concurrency", "4", "--burst") as process:
+        process.wait(600)
+    (seconds,) = sql(
+        "SELECT extract(epoch FROM max(finished_at) - min(locked_at)) FROM pqjobs_job "
+        "WHERE status = 'done'"
+    )[0]
+    done = sql("SELECT count(*) FROM pqjobs_job WHERE status = 'done'")[0][0]
+    if done != len(payloads):
+        raise RuntimeError(f"only {done} of {len(payloads)} {job_type} jobs finished")
+    return float(seconds)

@@ -28,6 +28,7 @@ from .errors import (
     UnknownJobType,
     WaitTimeout,
 )
+from .fairness import fair_keys, set_fair_weight
 from .graphs import JobGraph, chain
 from .operations import cancel_job, retry_job
 from .options import Priority
@@ -74,12 +75,14 @@ __all__ = [
     "enqueue_job",
     "enqueue_many",
     "enqueue_on_commit",
+    "fair_keys",
     "flow",
     "get_batch",
     "job",
     "job_context",
     "retry_job",
     "send_signal",
+    "set_fair_weight",
     "start_embedded_worker",
     "wait_for",
     "wait_for_async",

@@ -15,12 +15,13 @@ import copy
 import os
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
 from django.conf import settings
 
 from . import options
-from .durations import to_seconds
+from .durations import abbreviated, to_seconds
 from .policies import make_backoff, make_delays
 from .recurrence import specs_from_setting
 
@@ -198,6 +199,51 @@ def queue_rates(value: Any, where: str) -> dict[str, options.Rate]:
         options.queue_name(queue, f"{where} key"): options.rate(spec, f"{where}[{queue!r}]")
         for queue, spec in value.items()
     }
+
+
+@dataclass(frozen=True)
+class Aging:
+    """Priority aging of one queue: a due ``ready`` job's priority rises by 1 for each
+    ``every`` seconds it waits, up to ``up_to`` (``PQJOBS["PRIORITY_AGING"]``)."""
+
+    every: float
+    up_to: int
+
+    def __str__(self) -> str:
+        return f"+1 every {abbreviated(self.every)}, up to {self.up_to}"
+
+
+AGING_KEYS = ("every", "up_to")
+
+
+def priority_aging(value: Any, where: str) -> dict[str, Aging]:
+    """``{queue: {"every": duration, "up_to": priority}}``: each queue a valid name, each
+    ``every`` a duration of more than zero (seconds, a ``timedelta`` or ``"5m"``), each
+    ``up_to`` a priority (a whole number or a ``Priority``)."""
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"{where} must be a dict of queue name -> {{'every': '1m', 'up_to': 10}}, got "
+            f"{value!r:.120}"
+        )
+    found: dict[str, Aging] = {}
+    for queue, spec in value.items():
+        options.queue_name(queue, f"{where} key")
+        here = f"{where}[{queue!r}]"
+        if not isinstance(spec, dict):
+            raise ValueError(
+                f"{here} must be a dict such as {{'every': '1m', 'up_to': 10}}, got {spec!r:.120}"
+            )
+        unknown = sorted(set(spec) - set(AGING_KEYS), key=str)
+        missing = [key for key in AGING_KEYS if key not in spec]
+        if unknown or missing:
+            problems = [f"unknown keys {unknown}"] if unknown else []
+            problems += [f"no {key!r}" for key in missing]
+            raise ValueError(f"{here} has {' and '.join(problems)}; it takes 'every' and 'up_to'")
+        found[queue] = Aging(
+            every=options.period(spec["every"], f"{here}['every']"),
+            up_to=options.priority(spec["up_to"], f"{here}['up_to']"),
+        )
+    return found
 
 
 def optional_timeout(value: Any, where: str) -> float | None:
@@ -544,6 +590,13 @@ class Settings:
         positive_seconds,
         check="pqjobs.E052",
         meaning="How often workers release jobs blocked by a rate limit into a new window.",
+    )
+    PRIORITY_AGING = Setting(
+        {},
+        priority_aging,
+        check="pqjobs.E053",
+        meaning="Per queue, the priority of a due ready job rises by 1 for each 'every' it "
+        "waits, up to 'up_to': {'reports': {'every': '1m', 'up_to': 10}} ({}: no aging).",
     )
     RESULT_MAX_BYTES = Setting(
         1024 * 1024,

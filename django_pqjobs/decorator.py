@@ -80,6 +80,7 @@ def job(
     expires_in: Duration | None = None,
     sequence: KeyTemplate | None = None,
     sequence_on_failure: str | None = None,
+    fair_key: KeyTemplate | None = None,
     atomic: bool = False,
     encrypted: bool | Sequence[str] = False,
     version: int | None = None,
@@ -138,6 +139,11 @@ def job(
     operator retries or skips it (``sequence_on_failure="halt"``, the default of
     ``PQJOBS["SEQUENCE_ON_FAILURE"]``) or go on (``"continue"``).
 
+    Fair claiming: ``fair_key="tenant:{tenant_id}"`` (same forms as ``concurrency_key``):
+    among due jobs of equal priority, workers take keys in turns (weighted by
+    :func:`~django_pqjobs.set_fair_weight`), so a key with 100,000 jobs waiting does not hold
+    up a key with 10. See docs/guides/fair-claiming.md.
+
     ``encrypted=True`` keeps the payload and the result encrypted at rest with the keys of
     ``PQJOBS["ENCRYPTION_KEYS"]``; ``encrypted=["card_number"]`` only those top-level fields
     (see docs/guides/writing-jobs.md#encrypted-jobs). ``version=2`` with
@@ -179,6 +185,7 @@ def job(
             "expires_in": expires_in,
             "sequence": sequence,
             "sequence_on_failure": sequence_on_failure,
+            "fair_key": fair_key,
             "atomic": atomic,
             "encrypted": encrypted,
             "version": version,

@@ -89,3 +89,22 @@ def in_words(seconds: float) -> str:
     if rest or not parts:
         parts.append(counted(rest, "second"))
     return " ".join(parts)
+
+
+_ABBREVIATIONS = (("d", 86400), ("h", 3600), ("m", 60))
+
+
+def abbreviated(seconds: float) -> str:
+    """A duration in short units, as a table shows it: ``60`` is ``"1 m"``, ``5400``
+    ``"1 h 30 m"``, ``90.5`` ``"1 m 30.5 s"``, ``0.25`` ``"0.25 s"``."""
+    parts = []
+    rest = seconds
+    for unit, size in _ABBREVIATIONS:
+        whole = int(rest // size)
+        if whole:
+            parts.append(f"{whole} {unit}")
+            rest -= whole * size
+    rest = round(rest, 3)
+    if rest or not parts:
+        parts.append(f"{rest:g} s")
+    return " ".join(parts)

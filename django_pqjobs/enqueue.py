@@ -68,6 +68,7 @@ class JobOptions(TypedDict, total=False):
     deadline: datetime | None
     concurrency_key: str | None
     sequence: str | None
+    fair_key: str | None
     on_dependency_failure: DependencyPolicy | None
 
 
@@ -118,6 +119,7 @@ class PreparedJob:
     sequence_key: str | None = None  # runs after the job enqueued before it with this key
     sequence_on_failure: str = "halt"  # ... and on a failure of that one: halt or continue
     payload_version: int | None = None  # the type's payload shape, when past 1
+    fair_key: str | None = None  # workers share out jobs by this key (sql/schema/fairness.sql)
     parent_id: int | None = None
     schedule_id: int | None = None
     flow: Flow = NO_FLOW
@@ -220,6 +222,9 @@ def prepare(
     sequence = chosen.get("sequence")
     if sequence is None and known is not None and known.sequence is not None:
         sequence = derive_key(known.sequence, payload, f"{where} sequence")
+    fair_key = chosen.get("fair_key")
+    if fair_key is None and known is not None and known.fair_key is not None:
+        fair_key = derive_key(known.fair_key, payload, f"{where} fair_key")
     key = chosen.get("dedupe_key")
     unique = [value(name) for name in specification.UNIQUENESS]
     unique_for, unique_states, unique_by = unique
@@ -253,6 +258,7 @@ def prepare(
         sequence_key=sequence,
         sequence_on_failure=value("sequence_on_failure"),
         payload_version=_version(known),
+        fair_key=fair_key,
         parent_id=parent_id,
         schedule_id=schedule_id,
         flow=flow_of(job_type, known, queue, payload, chosen.get("concurrency_key")),
@@ -315,6 +321,7 @@ _ENQUEUE_ONE_UNIQUE = _ENQUEUE_ONE_FLOW.replace(
 # whichever arguments come before them.
 _WITH_DEADLINE = ", p_expires_at => %s::timestamptz, p_expires_in => %s::double precision"
 _WITH_VERSION = ", p_payload_version => %s::smallint"
+_WITH_FAIR_KEY = ", p_fair_key => %s::text"  # migration 0025
 _KEY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('pqjobs.key'), hashtext(%s))"
 _WAITING = """
     SELECT count(*), max(id) FROM pqjobs_job
@@ -439,6 +446,8 @@ def _insert_job(job: PreparedJob, alias: str, trace_context: str | None) -> Inse
         params += [job.deadline, job.expires_in]
     if job.payload_version is not None:
         params.append(job.payload_version)
+    if job.fair_key is not None:
+        params.append(job.fair_key)
     if flow.max_waiting is not None:
         assert flow.concurrency_key is not None
         with transaction.atomic(using=alias, savepoint=False):
@@ -476,8 +485,10 @@ def _statement(job: PreparedJob) -> str:
         statement = _ENQUEUE_ONE_UNIQUE
     else:
         statement = _ENQUEUE_ONE if job.flow is NO_FLOW else _ENQUEUE_ONE_FLOW
-    named = (_WITH_DEADLINE if _expires(job) else "") + (
-        "" if job.payload_version is None else _WITH_VERSION
+    named = (
+        (_WITH_DEADLINE if _expires(job) else "")
+        + ("" if job.payload_version is None else _WITH_VERSION)
+        + ("" if job.fair_key is None else _WITH_FAIR_KEY)
     )
     return f"{statement[:-1]}{named})" if named else statement
 
@@ -540,6 +551,7 @@ def enqueue_job(
     deadline: datetime | None = None,
     concurrency_key: str | None = None,
     sequence: str | None = None,
+    fair_key: str | None = None,
     depends_on: Sequence[int] | None = None,
     on_dependency_failure: DependencyPolicy | None = None,
     using: str | None = None,
@@ -572,6 +584,8 @@ def enqueue_job(
       type derives from the payload (the type must declare ``concurrency=N``).
     - ``sequence``: the job runs after the job enqueued before it with this key, one at a
       time, in enqueue order (instead of the key its type's ``sequence`` derives).
+    - ``fair_key``: the key workers share out by (instead of the key its type's
+      ``fair_key`` derives): among due jobs of equal priority, keys take turns.
     - ``depends_on``: ids of jobs this one waits for (status ``waiting``); it becomes
       ``ready`` once every one of them is ``done``. ``on_dependency_failure`` says what
       happens if one fails for good, is cancelled, expires or is deleted: ``"cancel"`` this
@@ -605,6 +619,7 @@ def enqueue_job(
         deadline=deadline,
         concurrency_key=concurrency_key,
         sequence=sequence,
+        fair_key=fair_key,
         depends_on=depends_on,
         on_dependency_failure=on_dependency_failure,
     )
@@ -657,12 +672,14 @@ _DEADLINE = (
 )
 _INSERT_MANY = f"""
     INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id, unique_until, unique_states,
-                            expires_at, payload_version)
+                            expires_at, payload_version, fair_key)
     SELECT %s, %s, t.payload::jsonb, 'ready', %s, 0, %s,
            COALESCE(%s, now()) + make_interval(secs => %s),
            %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb, %s::bigint,
-           {_WINDOW_END.format(p="%s::double precision")}, %s, {_DEADLINE}, %s::smallint
-    FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(payload, dedupe_key, n)
+           {_WINDOW_END.format(p="%s::double precision")}, %s, {_DEADLINE}, %s::smallint,
+           t.fair_key
+    FROM unnest(%s::text[], %s::text[], %s::text[])
+         WITH ORDINALITY AS t(payload, dedupe_key, fair_key, n)
     ORDER BY t.n
     {_ON_CONFLICT}
     RETURNING id, dedupe_key
@@ -670,15 +687,15 @@ _INSERT_MANY = f"""
 # The same with the flow-control columns: a concurrency key per job, one rate for all.
 _INSERT_MANY_FLOW = f"""
     INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id, unique_until, unique_states,
-                            expires_at, payload_version, concurrency_key, concurrency_limit,
-                            rate_key, rate_limit, rate_period)
+                            expires_at, payload_version, fair_key, concurrency_key,
+                            concurrency_limit, rate_key, rate_limit, rate_period)
     SELECT %s, %s, t.payload::jsonb, 'ready', %s, 0, %s,
            COALESCE(%s, now()) + make_interval(secs => %s),
            %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb, %s::bigint,
            {_WINDOW_END.format(p="%s::double precision")}, %s, {_DEADLINE}, %s::smallint,
-           t.concurrency_key, %s, t.rate_key, %s, %s
-    FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[])
-         WITH ORDINALITY AS t(payload, dedupe_key, concurrency_key, rate_key, n)
+           t.fair_key, t.concurrency_key, %s, t.rate_key, %s, %s
+    FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
+         WITH ORDINALITY AS t(payload, dedupe_key, fair_key, concurrency_key, rate_key, n)
     ORDER BY t.n
     {_ON_CONFLICT}
     RETURNING id, dedupe_key
@@ -702,6 +719,7 @@ def enqueue_many(
     timeout: Duration | None = None,
     expires_in: Duration | None = None,
     deadline: datetime | None = None,
+    fair_key: str | None = None,
     using: str | None = None,
 ) -> list[int]:
     """Enqueue many jobs of one type in a single statement; return their ids in order.
@@ -722,6 +740,8 @@ def enqueue_many(
     :func:`enqueue_job`) without a key get one from their payload. All or nothing:
     the jobs are inserted in one transaction (a savepoint inside yours). Inside a
     :func:`~django_pqjobs.batch` block they join the batch (without dedupe keys).
+    ``fair_key`` gives every job that key (else each gets the key its type's ``fair_key``
+    derives from its payload).
     """
     payload_list = list(payloads)
     if not payload_list:
@@ -749,6 +769,7 @@ def enqueue_many(
         unique_by=unique_by,
         expires_in=expires_in,
         deadline=deadline,
+        fair_key=fair_key,
     )
     texts = clear = [serialize_payload(job_type, p) for p in payload_list]
     if known is not None and known.encrypted:
@@ -769,6 +790,12 @@ def enqueue_many(
         _refuse_repeated_keys(template, keys)
     flows = [template.flow] + [
         flow_of(job_type, known, template.queue, payload, None) for payload in payload_list[1:]
+    ]
+    fair = [template.fair_key] + [
+        fair_key
+        if fair_key is not None or known is None or known.fair_key is None
+        else derive_key(known.fair_key, payload, f"job type {job_type!r} fair_key")
+        for payload in payload_list[1:]
     ]
     alias = using or conf.DATABASE
     open_batch = composition.batch_for(alias)
@@ -793,7 +820,7 @@ def enqueue_many(
         connections[alias].cursor() as cursor,
     ):
         ids, inserted = _insert_many(
-            cursor, template, texts, keys, flows, trace_context, open_batch
+            cursor, template, texts, keys, flows, fair, trace_context, open_batch
         )
         if open_batch is not None:
             # the jobs inserted carry the batch's id; a duplicate's holder is no member
@@ -824,6 +851,7 @@ def _insert_many(
     texts: list[str],
     keys: list[str | None],
     flows: list[Flow],
+    fair: list[str | None],
     trace_context: str | None,
     open_batch: composition.OpenBatch | None = None,
 ) -> tuple[list[int], list[int]]:
@@ -864,16 +892,15 @@ def _insert_many(
             job.expires_in,
             job.payload_version,
         ]
+        arrays = [[texts[n] for n in todo], [keys[n] for n in todo], [fair[n] for n in todo]]
         if job.flow is NO_FLOW:
-            params += [[texts[n] for n in todo], [keys[n] for n in todo]]
-            cursor.execute(_INSERT_MANY, params)
+            cursor.execute(_INSERT_MANY, params + arrays)
         else:
             params += [
                 job.flow.concurrency_limit,
                 job.flow.rate_limit,
                 job.flow.rate_period,
-                [texts[n] for n in todo],
-                [keys[n] for n in todo],
+                *arrays,
                 [flows[n].concurrency_key for n in todo],
                 [flows[n].rate_key for n in todo],
             ]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 
-from . import access, monitoring
+from . import access, fairness, monitoring
 from .printable import counted
 
 # Exit statuses of ``jobs_health`` (2 is argparse's, for a bad command line).
@@ -156,7 +156,9 @@ def check_lag(
     Jobs held back by a concurrency or rate limit count: they wait for room. Jobs a paused
     queue or job type holds do not fail the check (pausing is an operator's decision), but
     the line says how many there are; so it does of the jobs that expired in the last hour
-    (their deadline passed before a worker got to them: a sign of lag gone by).
+    (their deadline passed before a worker got to them: a sign of lag gone by). Lagging, it
+    names the (up to three) fair keys whose oldest due job has waited longer than
+    ``max_lag``, the longest first (``@job(fair_key=...)``: which tenants wait).
     """
     names = list(queues) if queues else None
     try:
@@ -171,6 +173,13 @@ def check_lag(
         held += f"; {counted(expired, 'job')} expired in the last hour"
     if lag > max_lag:
         waited = f"the oldest due job{where} has waited {lag:.0f} s (max {max_lag:g} s)"
+        try:
+            keys = fairness.waiting_longest(max_lag, queues=names, using=using)
+        except DatabaseError as exc:
+            return _unreachable(exc)
+        if keys:
+            named = ", ".join(f"{key} {seconds:.0f} s" for key, seconds in keys)
+            held += f"; fair keys waiting longest: {named}"
         return Health(LAGGING, f"lagging: {waited}{held}")
     return Health(OK, f"ok: lag {lag:.1f} s{where} (max {max_lag:g} s){held}")
 

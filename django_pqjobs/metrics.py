@@ -18,7 +18,9 @@ per queue and what holds them (limit, rate, paused), ``pqjobs_queue_lag_seconds`
 the oldest due job of each queue has waited for a worker or for room under a limit),
 ``pqjobs_queue_paused_lag_seconds`` (the same for the jobs a pause holds),
 ``pqjobs_queue_paused`` and ``pqjobs_job_type_paused`` (1 per paused name),
-``pqjobs_workers`` (live and stale) and ``pqjobs_worker_threads``. Counters (since ever,
+``pqjobs_workers`` (live and stale) and ``pqjobs_worker_threads``; for the ten fair keys
+with the most jobs waiting only (``@job(fair_key=...)``), ``pqjobs_fair_key_waiting``,
+``pqjobs_fair_key_running`` and ``pqjobs_fair_key_oldest_wait_seconds``. Counters (since ever,
 from every worker): ``pqjobs_attempts_total`` per queue, job type and outcome, and the
 histogram ``pqjobs_attempt_duration_seconds`` per queue and job type. The counters are
 added by workers every ``STATS_INTERVAL``.
@@ -47,7 +49,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
         "django_pqjobs.metrics needs prometheus-client: pip install 'django-pqjobs[metrics]'"
     ) from exc
 
-from . import access, flow, monitoring, stats
+from . import access, fairness, flow, monitoring, stats
 from .conf import conf
 
 __all__ = ["JobQueueCollector", "metrics_view"]
@@ -134,6 +136,8 @@ class JobQueueCollector:
         yield paused_queues
         yield paused_types
 
+        yield from _fair_key_families(alias)
+
         behind = monitoring.read_lag(alias)
         if behind is not None:
             read_lag = GaugeMetricFamily(
@@ -181,6 +185,32 @@ class JobQueueCollector:
             "How long reading these metrics from the database took",
             value=time.perf_counter() - started,
         )
+
+
+def _fair_key_families(alias: str) -> list[Any]:
+    """The fair keys with the most jobs waiting, from one read (``fairness.fair_keys``):
+    only the top ``SHOWN_KEYS``, so a tenant per key cannot make the labels unbounded."""
+    top = f"the {fairness.SHOWN_KEYS} fair keys with the most jobs waiting only"
+    waiting = GaugeMetricFamily(
+        "pqjobs_fair_key_waiting",
+        f"Jobs waiting (ready or blocked) per fair key (@job(fair_key=...)); {top}",
+        labels=["key"],
+    )
+    running = GaugeMetricFamily(
+        "pqjobs_fair_key_running",
+        f"Jobs running per fair key; {top} (by jobs waiting)",
+        labels=["key"],
+    )
+    oldest = GaugeMetricFamily(
+        "pqjobs_fair_key_oldest_wait_seconds",
+        f"How long the oldest due ready job of each fair key has waited (0: none due); {top}",
+        labels=["key"],
+    )
+    for key in fairness.fair_keys(fairness.SHOWN_KEYS, using=alias):
+        waiting.add_metric([key.key], key.waiting)
+        running.add_metric([key.key], key.running)
+        oldest.add_metric([key.key], key.oldest_wait or 0.0)
+    return [waiting, running, oldest]
 
 
 def _histogram(

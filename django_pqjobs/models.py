@@ -15,10 +15,16 @@ from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import ExpressionWrapper, F, Q
 from django.db.models.functions import Now
 
-from .options import ACTOR_MAX_LENGTH, DEDUPE_KEY_MAX_LENGTH, NAME_MAX_LENGTH, QUEUE_MAX_LENGTH
+from .options import (
+    ACTOR_MAX_LENGTH,
+    DEDUPE_KEY_MAX_LENGTH,
+    FAIR_WEIGHT_MAX,
+    NAME_MAX_LENGTH,
+    QUEUE_MAX_LENGTH,
+)
 from .statuses import (
     ACTIVE_STATUSES,
     FINISHED_STATUSES,
@@ -187,6 +193,19 @@ class Job(models.Model):
         help_text="The version of its job type's payload shape the payload was written for "
         "(@job(version=N)); empty: 1. An older one is upgraded before the handler runs.",
     )
+    fair_key = models.CharField(  # noqa: DJ001
+        max_length=DEDUPE_KEY_MAX_LENGTH,
+        null=True,
+        blank=True,
+        help_text="The key workers share out by (@job(fair_key=...)): among due jobs of equal "
+        "priority, keys take turns, weighted by pqjobs_fair_weight.",
+    )
+    fair_turn = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="The job's place in its key's turns, given at enqueue (the trigger "
+        "pqjobs_job_fair_turn); empty once claimed, or for jobs not due when enqueued.",
+    )
     last_error = models.TextField(blank=True, default="", db_default="")
     error_type = models.CharField(max_length=200, blank=True, default="", db_default="")
     result = models.JSONField(encoder=DjangoJSONEncoder, null=True, blank=True)
@@ -284,13 +303,32 @@ class Job(models.Model):
         ]
         indexes = [
             # Serves the claim query's WHERE and ORDER BY exactly: claiming reads only ready
-            # rows, however many finished rows the table holds.
+            # rows, however many finished rows the table holds. Jobs with a fair turn lie
+            # apart in it, first (claimed in turn order instead, through the next index; see
+            # sql/schema/claim.sql), so the claim by age never walks over them, while every
+            # ready job stays in it for whoever counts them.
             models.Index(
+                ExpressionWrapper(Q(fair_turn__isnull=True), output_field=models.BooleanField()),
                 F("priority").desc(),
-                "run_after",
-                "id",
+                F("run_after"),
+                F("id"),
                 condition=Q(status=JobStatus.READY),
                 name="pqjobs_job_claim",
+            ),
+            models.Index(
+                F("priority").desc(),
+                "fair_turn",
+                "id",
+                condition=Q(status=JobStatus.READY, fair_turn__isnull=False),
+                name="pqjobs_job_fair_claim",
+            ),
+            # a key's last turn, where its next job's turn starts (sql/schema/fairness.sql)
+            models.Index(
+                "fair_key",
+                "priority",
+                "fair_turn",
+                condition=Q(status=JobStatus.READY, fair_turn__isnull=False),
+                name="pqjobs_job_fair_key",
             ),
             models.Index(
                 "heartbeat_at", condition=Q(status=JobStatus.RUNNING), name="pqjobs_job_running"
@@ -633,6 +671,34 @@ class ConcurrencySetting(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}: {self.concurrency}"
+
+
+class FairWeight(models.Model):
+    """A fair key's weight (``@job(fair_key=...)``): a key of weight 3 gets three turns for
+    each turn of a key of weight 1 among due jobs of equal priority. Keys without a row
+    weigh 1. Read when a job is enqueued (``sql/schema/fairness.sql``): a change applies to
+    jobs enqueued after it."""
+
+    key = models.CharField(max_length=DEDUPE_KEY_MAX_LENGTH, primary_key=True)
+    weight = models.PositiveSmallIntegerField(
+        help_text=f"From 1 to {FAIR_WEIGHT_MAX}: turns taken for each turn of a key weighing 1."
+    )
+    set_at = Timestamp(db_default=Now())
+    set_by = models.CharField(max_length=150, blank=True, default="", db_default="")
+
+    class Meta:
+        db_table = "pqjobs_fair_weight"
+        ordering = ["key"]
+        verbose_name = "fair key weight"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(weight__gte=1, weight__lte=FAIR_WEIGHT_MAX),
+                name="pqjobs_fair_weight_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.weight}"
 
 
 class SequenceTail(models.Model):

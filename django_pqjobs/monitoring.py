@@ -361,3 +361,10 @@ def _read(alias: str | None, sql: str, params: Any) -> list[tuple[Any, ...]]:
     with _reading(alias) as cursor:
         cursor.execute(sql, params)
         return list(cursor.fetchall())
+
+
+def read(alias: str | None, sql: str, params: Any) -> list[tuple[Any, ...]]:
+    """One read of ``alias`` (default ``PQJOBS["DATABASE"]``) under the statement timeout of
+    the reads above (``READ_TIMEOUT_MS``), for the other observers of the queue
+    (``fairness.fair_keys``)."""
+    return _read(alias, sql, params)

@@ -40,6 +40,8 @@ MEMORY_MIN = 16 * 1024**2
 NAME_MAX_LENGTH = 200  # job types, schedule names, worker ids
 QUEUE_MAX_LENGTH = 100
 DEDUPE_KEY_MAX_LENGTH = 255
+# a fair key's weight (models.FairWeight): 1 .. this
+FAIR_WEIGHT_MAX = 1000
 ACTOR_MAX_LENGTH = 150  # who did an operator action (a Django username is at most 150)
 _MEMORY_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 ID_MAX = 2**63 - 1  # job ids are bigint

@@ -53,6 +53,7 @@ class JobType:
     expires_in: float | None = None
     sequence: KeyTemplate | None = None
     sequence_on_failure: str | None = None  # "halt" | "continue"; None: the setting's
+    fair_key: KeyTemplate | None = None  # workers share out the type's jobs by this key
     atomic: bool = False
     # payload and result encrypted at rest, or the payload fields named (protection.py)
     encrypted: protection.Encrypted = False

@@ -152,6 +152,7 @@ OPTIONS: dict[str, Option] = {
             "type",
             setting="SEQUENCE_ON_FAILURE",
         ),
+        _option("fair_key", flow_key, "type", "call", read_at=(("type", key_template),)),
         _option("atomic", _flag, "type"),
         _option("encrypted", _encrypted, "type"),
         _option("version", _version, "type"),

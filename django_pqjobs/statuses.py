@@ -94,6 +94,7 @@ class AuditAction(models.TextChoices):
     SKIP = "skip", "Skip (a halted sequence goes on)"
     END_WAIT = "end_wait", "End a workflow's wait"
     SIGNAL = "signal", "Send a signal"
+    FAIR_WEIGHT = "fair_weight", "Set a fair key's weight"
 
 
 # After failure: where an attempt that did not succeed sends its job (a verdict's ``then``).

@@ -19,25 +19,9 @@ import time
 
 from django_pqjobs import enqueue_many, send_signal
 
-from ..harness import Result, percentile, reset_tables, sql, worker_process
+from ..harness import Result, drain_seconds, percentile, reset_tables, sql, worker_process
 
 WORKFLOWS, STEPS = 2_000, 5
-
-
-def _drain_seconds(job_type: str, count: int) -> float:
-    reset_tables()
-    enqueue_many(job_type, [{}] * count)
-    sql("VACUUM ANALYZE pqjobs_job")
-    with worker_process("--concurrency", "4", "--burst") as process:
-        process.wait(600)
-    (seconds,) = sql(
-        "SELECT extract(epoch FROM max(finished_at) - min(locked_at)) FROM pqjobs_job "
-        "WHERE status = 'done'"
-    )[0]
-    done = sql("SELECT count(*) FROM pqjobs_job WHERE status = 'done'")[0][0]
-    if done != count:
-        raise RuntimeError(f"only {done} of {count} {job_type} jobs finished")
-    return float(seconds)
 
 
 def _connections() -> int:
@@ -132,8 +116,8 @@ def run(quick: bool) -> list[Result]:
     count = 500 if quick else WORKFLOWS
     rounds = []
     for _ in range(2 if quick else 3):
-        plain = _drain_seconds("tests.noop", count * STEPS)
-        flows = _drain_seconds("tests.workflow_noop5", count)
+        plain = drain_seconds("tests.noop", [{}] * (count * STEPS))
+        flows = drain_seconds("tests.workflow_noop5", [{}] * count)
         rounds.append((plain, flows))
     ratio = statistics.median(plain / flows for plain, flows in rounds)
     flows_rate = statistics.median(count / flows for _, flows in rounds)

@@ -13,6 +13,8 @@ from django.utils.safestring import SafeString
 
 from .. import monitoring
 from ..clock import database_now
+from ..conf import conf
+from ..registry import registry
 from ..statuses import FINISHED_STATUSES
 from .display import absolute, moment
 
@@ -47,19 +49,22 @@ GROUP BY 1, 2
 """
 # One arm per status, so each is served by its partial index (waiting / claim / blocked /
 # running) however many finished rows the table holds; "status IN (...)" would read the
-# whole table.
+# whole table. The last column counts the ready jobs with a fair key (a fair-shared queue).
 _ACTIVE = """
-SELECT 'waiting', queue, count(*), NULL FROM pqjobs_job WHERE status = 'waiting'
+SELECT 'waiting', queue, count(*), NULL, 0 FROM pqjobs_job WHERE status = 'waiting'
 GROUP BY queue
 UNION ALL
 SELECT 'ready', queue, count(*),
        -- inside Python's calendar, whatever a row written behind our back says
-       min(greatest(run_after, '0001-01-02 00:00+00')) FILTER (WHERE run_after <= now())
+       min(greatest(run_after, '0001-01-02 00:00+00')) FILTER (WHERE run_after <= now()),
+       count(*) FILTER (WHERE fair_key IS NOT NULL)
 FROM pqjobs_job WHERE status = 'ready' GROUP BY queue
 UNION ALL
-SELECT 'blocked', queue, count(*), NULL FROM pqjobs_job WHERE status = 'blocked' GROUP BY queue
+SELECT 'blocked', queue, count(*), NULL, 0 FROM pqjobs_job WHERE status = 'blocked'
+GROUP BY queue
 UNION ALL
-SELECT 'running', queue, count(*), NULL FROM pqjobs_job WHERE status = 'running' GROUP BY queue
+SELECT 'running', queue, count(*), NULL, 0 FROM pqjobs_job WHERE status = 'running'
+GROUP BY queue
 ORDER BY 2, 1
 """
 # Through the partial index on running jobs.
@@ -80,6 +85,10 @@ class Dashboard:
     groups: list[dict[str, Any]] = field(default_factory=list)  # run_jobs --processes
     read_from: str = "default"  # the alias it was read from
     read_lag: float | None = None  # seconds behind the primary, when that is a replica
+    # (queue, "priority aging: +1 every 1 m, up to 10"), from PQJOBS["PRIORITY_AGING"]
+    aging: list[tuple[str, str]] = field(default_factory=list)
+    # the fair-shared queues: {"queue", "ready_with_key", "declared_by"}, by queue
+    fair: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def lag_seconds(self) -> float | None:
@@ -116,6 +125,9 @@ def collect(alias: str, paused_queues: frozenset[str] = frozenset()) -> Dashboar
     """The dashboard's numbers, read from ``alias``; ``paused_queues`` are marked in the
     active jobs."""
     now = database_now(alias)
+    rows = _rows(alias, _ACTIVE)
+    fair = fair_shared({q: keyed for s, q, _, _, keyed in rows if s == "ready" and keyed})
+    fair_queues = {f["queue"] for f in fair}
     active = [
         {
             "status": s,
@@ -124,8 +136,9 @@ def collect(alias: str, paused_queues: frozenset[str] = frozenset()) -> Dashboar
             "oldest_due": oldest,
             "oldest_due_shown": moment(oldest),
             "paused": q in paused_queues,
+            "fair": q in fair_queues,
         }
-        for s, q, n, oldest in _rows(alias, _ACTIVE)
+        for s, q, n, oldest, _ in rows
     ]
     due = [a["oldest_due"] for a in active if a["oldest_due"] is not None]
     counts = {minute: [done, failed, 0] for minute, done, failed in _rows(alias, _PER_MINUTE)}
@@ -179,7 +192,37 @@ def collect(alias: str, paused_queues: frozenset[str] = frozenset()) -> Dashboar
         groups=_groups(workers),
         read_from=alias,
         read_lag=monitoring.read_lag(alias),
+        aging=aging_rows(),
+        fair=fair,
     )
+
+
+def aging_rows() -> list[tuple[str, str]]:
+    """Each aging queue and what aging does in it, by queue name (none while the setting is
+    invalid: its system check says why)."""
+    try:
+        aging = conf.PRIORITY_AGING
+    except ValueError:
+        return []
+    return [(queue, f"priority aging: {rule}") for queue, rule in sorted(aging.items())]
+
+
+def fair_shared(ready_with_key: dict[str, int]) -> list[dict[str, Any]]:
+    """The fair-shared queues, by name: those with ready jobs that carry a fair key
+    (``ready_with_key``: how many, per queue) and those a registered job type with a
+    ``fair_key`` enqueues to (its queue, else ``PQJOBS["DEFAULT_QUEUE"]``)."""
+    declared: dict[str, list[str]] = {}
+    for job_type in registry.all():
+        if job_type.fair_key is not None:
+            declared.setdefault(job_type.queue or conf.DEFAULT_QUEUE, []).append(job_type.name)
+    return [
+        {
+            "queue": queue,
+            "ready_with_key": ready_with_key.get(queue, 0),
+            "declared_by": sorted(declared.get(queue, [])),
+        }
+        for queue in sorted(set(ready_with_key) | set(declared))
+    ]
 
 
 def _groups(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:

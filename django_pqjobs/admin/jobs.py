@@ -31,7 +31,7 @@ from django.views.decorators.http import require_POST
 from .. import flow, monitoring, operations
 from ..conf import conf
 from ..errors import InvalidJobOption, PayloadError
-from ..models import Job, JobAttempt, Step, WorkerRecord
+from ..models import FairWeight, Job, JobAttempt, Step, WorkerRecord
 from ..options import UNIQUE_STATE_BITS
 from ..printable import counted
 from ..redaction import may_see_secrets, redact
@@ -156,6 +156,7 @@ class JobAdmin(GuardedListAdmin):
                     "dedupe_key",
                     "key_held",
                     "sequence",
+                    "fair",
                     "why_waiting",
                     "links",
                 ]
@@ -443,6 +444,32 @@ class JobAdmin(GuardedListAdmin):
             "(and succeeds) or skipped"
             if halted
             else "",
+        )
+
+    @admin.display(description="fair key")
+    def fair(self, job: Job) -> SafeString | str:
+        """The key workers share the job's turns out by, its weight, and (while it waits
+        with one) its turn."""
+        if not job.fair_key:
+            return "-"
+        weight = (
+            FairWeight.objects.using(conf.DATABASE)
+            .filter(key=job.fair_key)
+            .values_list("weight", flat=True)
+            .first()
+        )
+        turn = (
+            f"; turn {job.fair_turn:g} (among due jobs of its priority, the lowest turn is "
+            "claimed first)"
+            if job.fair_turn is not None
+            else ""
+        )
+        return format_html(
+            '{} — weight {}{} (<a href="{}">fair keys</a>)',
+            job.fair_key,
+            weight or 1,
+            turn,
+            reverse("admin:django_pqjobs_fairweight_changelist"),
         )
 
     @admin.display(description="payload version")
@@ -1006,10 +1033,20 @@ class JobAdmin(GuardedListAdmin):
             "paused": _paused_rows(paused),
             "can_change": self.has_change_permission(request),
             "pause_kinds": list(flowcontrol.KINDS.items()),
+            "fair_keys_url": self._fair_keys_url(request),
             "stale_timeout": conf.STALE_TIMEOUT,
             "live_after": monitoring.live_after(),
         }
         return TemplateResponse(request, "admin/django_pqjobs/job/dashboard.html", context)
+
+    def _fair_keys_url(self, request: HttpRequest) -> str | None:
+        """The Fair keys page (the weights' list), for users who may see it."""
+        site = self.admin_site
+        if not site.is_registered(FairWeight):
+            return None
+        if not site.get_model_admin(FairWeight).has_view_permission(request):
+            return None
+        return reverse(f"{site.name}:django_pqjobs_fairweight_changelist")
 
     def pause_view(self, request: HttpRequest, verb: str) -> HttpResponse:
         """The dashboard's Pause and Resume buttons (POST, CSRF-protected, change

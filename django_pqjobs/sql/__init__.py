@@ -43,6 +43,7 @@ SCHEMA_FILES = (
     "schema/flow.sql",
     "schema/composition.sql",
     "schema/workflows.sql",
+    "schema/fairness.sql",
     "schema/privileges.sql",
 )
 PLACEHOLDER = ':"schema".'

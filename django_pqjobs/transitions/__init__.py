@@ -25,6 +25,7 @@
     failed / cancelled / expired ──requeue──► ready (attempt numbers go on; waiting again if it has
                                     unfinished prerequisites)
     ready ──run_now──► ready, first of its priority in the claim order
+    ready ──raise_priority (waited a queue's PRIORITY_AGING "every")──► ready, priority + 1
     running ──cancel──► running with a cancel request (the handler sees it)
     any status but running ──delete_unless_running──► (deleted, with its history)
 
@@ -34,7 +35,8 @@ path a job takes (worker, rescue, admin, SQL); they are written in ``sql/schema/
 The modules, by concern: ``claim`` (ready → running, and → blocked), ``attempts`` (the end
 of an attempt, release, rescue), ``operator`` (cancel, requeue, run now, force release,
 delete, skip), ``deadlines`` (into expired), ``flow`` (out of blocked, pause and resume),
-``dependencies`` (waiting), ``workflows`` (parked and woken).
+``dependencies`` (waiting), ``workflows`` (parked and woken), ``aging`` (a waiting job's
+priority raised).
 Transitions out of ``running`` are *fenced* on ``(id, locked_by, attempts)``, the
 :class:`Fence` of the attempt: a worker that lost its job (rescued and claimed again
 elsewhere) cannot overwrite the newer outcome. The database clock (``now()``) is the only
@@ -42,6 +44,7 @@ clock. Everyone changes statuses through these functions: the worker, the admin,
 management commands and the public operations.
 """
 
+from .aging import raise_priority
 from .attempts import (
     GIVE_BACK_LIMIT,
     REAPER_LOCK_KEY,
@@ -113,6 +116,7 @@ __all__ = [
     "pause",
     "promote_rate_blocked",
     "push_back",
+    "raise_priority",
     "release",
     "release_unpaused",
     "requeue",

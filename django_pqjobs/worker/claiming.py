@@ -58,7 +58,9 @@ def _json(text: str | None) -> Any:
 
 
 # What the claim does not return, because the claim itself decided it.
-_SET_BY_THE_CLAIM = frozenset({"status", "locked_by", "heartbeat_at", "updated_at", "blocked_by"})
+_SET_BY_THE_CLAIM = frozenset(
+    {"status", "locked_by", "heartbeat_at", "updated_at", "blocked_by", "fair_turn"}
+)
 # Columns of the claim that are not fields of a job.
 _ROW_TID, _BLOCKED = "row_tid", "blocked_count"
 
@@ -115,7 +117,8 @@ def layout(columns: tuple[str, ...]) -> Layout:
         f"    locked_at = to_datetime(row[{columns.index('locked_at')}])\n"
         "    job = new(Job)\n"
         f"    job.__dict__.update(_state=state, {', '.join(entries)}, status='running', "
-        "locked_by=worker_id, heartbeat_at=locked_at, updated_at=locked_at, blocked_by=None)\n"
+        "locked_by=worker_id, heartbeat_at=locked_at, updated_at=locked_at, blocked_by=None, "
+        "fair_turn=None)\n"
         "    return job\n"
     )
     namespace: dict[str, Any] = {"_json": _json, "Job": Job, "new": Job.__new__}

@@ -1,6 +1,6 @@
 """Keeping the job tables healthy: stale-job rescue and the expiry of jobs past their
-deadline (logged), retention pruning (finished jobs and the audit trail), and VACUUM where
-autovacuum does not run. Workers run these
+deadline (logged), retention pruning (finished jobs and the audit trail), VACUUM where
+autovacuum does not run, and priority aging (logged). Workers run these
 periodically; the ``reap_stale`` and ``prune_jobs`` commands run them on demand.
 """
 
@@ -12,7 +12,7 @@ import time
 from django.db import connections, transaction
 
 from .. import audit, endings, transitions
-from ..conf import conf
+from ..conf import Aging, conf
 from ..notify import notify_queues
 from ..printable import counted, printable
 from ..statuses import FINISHED_STATUSES
@@ -21,6 +21,10 @@ logger = logging.getLogger("django_pqjobs")
 
 VACUUM_LOCK_KEY = transitions.REAPER_LOCK_KEY + 1  # one vacuuming worker at a time
 FLOW_LOCK_KEY = transitions.REAPER_LOCK_KEY + 2  # one flow sweep at a time
+AGING_LOCK_KEY = transitions.REAPER_LOCK_KEY + 3  # one priority aging sweep at a time
+# batches of transitions.aging.AGING_BATCH per queue and sweep: a backlog bigger than this
+# is raised over several sweeps
+AGING_MAX_BATCHES = 10
 VACUUM_MIN_DEAD = 10_000
 RETAINED = tuple(str(status) for status in FINISHED_STATUSES)  # PQJOBS["RETENTION"]'s keys
 VACUUM_DEAD_RATIO = 0.1
@@ -252,3 +256,36 @@ def release_rate_blocked(alias: str) -> int | None:
         if not cursor.fetchone()[0]:
             return None
         return transitions.promote_rate_blocked(alias)
+
+
+def age_priorities(alias: str, aging: dict[str, Aging] | None = None) -> dict[str, int] | None:
+    """Raise by 1 the priority of the due jobs that waited long enough in each aging queue
+    (``aging``, by default ``PQJOBS["PRIORITY_AGING"]``), and log how many (one line per
+    sweep, when any). Returns how many per queue that had some.
+
+    One worker at a time does it (None when another holds the lock), in one transaction:
+    its ``now()`` is the same for every batch, so no job is raised twice in a sweep.
+    """
+    rules = conf.PRIORITY_AGING if aging is None else aging
+    if not rules:
+        return {}
+    raised: dict[str, int] = {}
+    batch = transitions.aging.AGING_BATCH
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [AGING_LOCK_KEY])
+        if not cursor.fetchone()[0]:
+            return None
+        for queue, rule in rules.items():
+            for _ in range(AGING_MAX_BATCHES):
+                count = transitions.raise_priority(alias, queue, rule.every, rule.up_to, batch)
+                if count:
+                    raised[queue] = raised.get(queue, 0) + count
+                if count < batch:
+                    break
+    if raised:
+        logger.info(
+            "priority aging raised by 1 the priority of %s",
+            ", ".join(f"{counted(n, 'job')} of queue {printable(q)}" for q, n in raised.items()),
+            extra={"count": sum(raised.values())},
+        )
+    return raised

@@ -1,7 +1,8 @@
 """The maintenance thread: the periodic work beside the executors.
 
 Heartbeats (and the cancel requests they bring back), stale-job rescue, the expiry of jobs
-past their deadline, retention pruning and the scheduler pass, each on its own interval.
+past their deadline, retention pruning, the scheduler pass and priority aging, each on its
+own interval.
 It survives database outages: a step that fails is logged and tried again at its next turn.
 """
 
@@ -16,11 +17,13 @@ from dataclasses import dataclass
 from django.db import DatabaseError, connections
 
 from .. import flow, transitions
+from ..conf import Aging
 from ..printable import counted, printable
 from ..schedules.scheduler import Scheduler
 from .db import reset_connection
 from .heartbeats import WorkerIdentity, heartbeat
 from .housekeeping import (
+    age_priorities,
     expire_overdue,
     prune_finished,
     reap_stale,
@@ -32,6 +35,18 @@ from .slots import InFlight
 logger = logging.getLogger("django_pqjobs")
 
 OUTAGE_REPORT_INTERVAL = 60.0
+AGING_SWEEP_INTERVAL = 5.0
+AGING_SWEEP_MIN_INTERVAL = 0.5
+
+
+def aging_interval(aging: dict[str, Aging]) -> float | None:
+    """How often the priority aging sweep runs: every 5 s, or half the shortest ``every``
+    when that is shorter (at least every 0.5 s), so each raise comes at most half an
+    ``every`` late; None (never) when no queue ages."""
+    if not aging:
+        return None
+    shortest = min(rule.every for rule in aging.values())
+    return max(AGING_SWEEP_MIN_INTERVAL, min(AGING_SWEEP_INTERVAL, shortest / 2))
 
 
 @dataclass(frozen=True)
@@ -46,6 +61,7 @@ class Intervals:
     flow_sweep: float | None = 0.5
     pause_check: float | None = 1.0
     expire: float | None = 1.0
+    aging: float | None = AGING_SWEEP_INTERVAL
 
 
 class Periodic:
@@ -70,6 +86,19 @@ class Periodic:
 
 
 class Maintenance(threading.Thread):
+    # The steps (methods of this class), in the order they run when several are due; each
+    # is run, and fails, on its own.
+    STEPS = (
+        "heartbeat",
+        "rescue",
+        "prune",
+        "schedule",
+        "release_rate_blocked",
+        "watch_pauses",
+        "expire",
+        "age_priorities",
+    )
+
     def __init__(
         self, alias: str, identity: WorkerIdentity, in_flight: InFlight, intervals: Intervals
     ) -> None:
@@ -80,14 +109,20 @@ class Maintenance(threading.Thread):
         self.intervals = intervals
         self.stopping = threading.Event()
         self.scheduler = Scheduler(alias)
+        every = {
+            "heartbeat": intervals.heartbeat,
+            "rescue": intervals.rescue,
+            "prune": intervals.prune,
+            "schedule": intervals.schedule,
+            "release_rate_blocked": intervals.flow_sweep,
+            "watch_pauses": intervals.pause_check,
+            "expire": intervals.expire,
+            "age_priorities": intervals.aging,
+        }
+        first_delay = {"prune": min(60.0, intervals.heartbeat * 6)}
         self.tasks = [
-            Periodic(intervals.heartbeat, self.heartbeat),
-            Periodic(intervals.rescue, self.rescue),
-            Periodic(intervals.prune, self.prune, first_delay=min(60.0, intervals.heartbeat * 6)),
-            Periodic(intervals.schedule, self.schedule),
-            Periodic(intervals.flow_sweep, self.release_rate_blocked),
-            Periodic(intervals.pause_check, self.watch_pauses),
-            Periodic(intervals.expire, self.expire),
+            Periodic(every[name], getattr(self, name), first_delay=first_delay.get(name, 0.0))
+            for name in self.STEPS
         ]
         self.paused: set[tuple[str, str]] | None = None
 
@@ -159,6 +194,11 @@ class Maintenance(threading.Thread):
 
     def release_rate_blocked(self) -> None:
         release_rate_blocked(self.alias)
+
+    def age_priorities(self) -> None:
+        """Raise the priority of the jobs that waited in the aging queues (read from
+        ``PQJOBS["PRIORITY_AGING"]`` at each sweep)."""
+        age_priorities(self.alias)
 
     def watch_pauses(self) -> None:
         """Log when a queue or job type this worker serves is paused or resumed (the

@@ -32,7 +32,7 @@ from .db import CONNECTION_ERRORS, reset_connection
 from .executor import Executor
 from .heartbeats import WorkerIdentity, heartbeat, unregister_worker
 from .listener import Listener
-from .maintenance import Intervals, Maintenance
+from .maintenance import Intervals, Maintenance, aging_interval
 from .recorder import Recorder
 from .reporting import Reporter, ReportIntervals
 from .run_settings import RunSettings
@@ -590,6 +590,7 @@ class Worker:
                 schedule=conf.SCHEDULER_INTERVAL,
                 stale_timeout=self.stale_timeout,
                 flow_sweep=conf.FLOW_SWEEP_INTERVAL,
+                aging=aging_interval(conf.PRIORITY_AGING),
             ),
         )
         self.maintenance.start()

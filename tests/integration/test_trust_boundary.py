@@ -246,6 +246,7 @@ def test_internal_functions_are_callable_by_no_client_role(clean):
                 "pqjobs_flow_rows",
                 "pqjobs_flow_slot_freed",
                 "pqjobs_announce_finish",
+                "pqjobs_fair_turn",
             ):
                 # attaching an owner's trigger function to a table of one's own
                 session.execute("CREATE TEMP TABLE IF NOT EXISTS mine (id bigint)")
@@ -289,7 +290,7 @@ def test_every_function_pins_its_search_path_and_is_closed_to_public(target):
             "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
             "AND p.proname LIKE 'pqjobs%' ORDER BY 1"
         ).fetchall()
-    assert len(functions) == 12
+    assert len(functions) == 13
     for name, definer, config, public, owner in functions:
         assert "search_path=pg_catalog, pg_temp" in (config or []), (name, config)
         assert not public, f"{name}: EXECUTE for PUBLIC"
@@ -303,6 +304,7 @@ def test_every_function_pins_its_search_path_and_is_closed_to_public(target):
                 "pqjobs_note_changes",
                 "pqjobs_flow_rows",
                 "pqjobs_flow_slot_freed",
+                "pqjobs_fair_turn",
             }, f"{name} runs with its owner's rights"
 
 

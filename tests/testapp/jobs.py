@@ -692,3 +692,8 @@ def snooze_odd_reason(ctx: JobContext) -> str:
     if not _snoozes_so_far(ctx):
         raise Snooze(0, reason="x" * 12_000_000 + " not\x00yet \ud800")
     return "ok"
+
+
+@job("tests.fair_noop", fair_key="tenant:{tenant}")
+def fair_noop(ctx: JobContext) -> None:
+    """Fair claiming's job: shared out by tenant (``{"tenant": ..., "n": ...}``)."""

@@ -83,6 +83,10 @@ def test_settings_are_read_at_access_time():
         ("METRICS_TOKEN", b"b" * 40),
         ("METRICS_PUBLIC", "yes"),
         ("METRICS_PUBLIC", 1),
+        ("PRIORITY_AGING", ["reports"]),
+        ("PRIORITY_AGING", {"reports": {"every": 0, "up_to": 10}}),
+        ("PRIORITY_AGING", {"reports": {"every": "1m", "up_to": 1.5}}),
+        ("PRIORITY_AGING", {"reports": {"every": "1m", "up_to": 10, "cap": 5}}),
     ],
 )
 def test_each_invalid_setting_has_its_stable_check_id(key, value):

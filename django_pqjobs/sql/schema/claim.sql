@@ -71,6 +71,7 @@ CREATE OR REPLACE FUNCTION :"schema".pqjobs_claim(
     expires_at double precision,
     sequence_key varchar,
     payload_version smallint,
+    fair_key varchar,
     row_tid text,
     blocked_count bigint
 )
@@ -89,24 +90,50 @@ DECLARE
     p_floor integer := COALESCE(p_min_priority, -2147483648);
     p_look integer := greatest(COALESCE(p_scan, 0), p_limit);
     picked tid[];
+    picked_ids bigint[];
     flow boolean;
 BEGIN
     -- At-least-once allows it: a claim lost in a server crash leaves its jobs ready to
     -- run again; each job itself was committed durably when it was enqueued.
     PERFORM set_config('synchronous_commit', 'off', true);
-    SELECT array_agg(p.ctid ORDER BY p.priority DESC, p.run_after, p.id),
-           bool_or(p.concurrency_key IS NOT NULL OR p.rate_key IS NOT NULL)
-    INTO picked, flow
-    FROM (
-        SELECT ctid, id, priority, run_after, concurrency_key, rate_key
+    -- Two lines merged: jobs by age (pqjobs_job_claim), and jobs with a fair turn in turn
+    -- order (pqjobs_job_fair_claim, fairness.sql). Among the jobs of a priority, the fair
+    -- line takes its place by the age of the oldest job found in it, and keeps its turn
+    -- order (rank) within.
+    WITH fair AS (
+        SELECT ctid, id, priority, run_after, fair_turn, concurrency_key, rate_key
         FROM :"schema".pqjobs_job
-        WHERE status = 'ready' AND run_after <= now()
+        WHERE status = 'ready' AND fair_turn IS NOT NULL AND run_after <= now()
+          AND (p_queues IS NULL OR queue = ANY(p_queues)) AND priority >= p_floor
+          AND (expires_at IS NULL OR expires_at > now())
+        ORDER BY priority DESC, fair_turn, id
+        LIMIT p_look
+        FOR UPDATE SKIP LOCKED
+    ), fair_placed AS (
+        SELECT f.ctid, f.id, f.priority, min(f.run_after) OVER (PARTITION BY f.priority) AS place,
+               row_number() OVER (PARTITION BY f.priority ORDER BY f.fair_turn, f.id) AS rank,
+               f.concurrency_key, f.rate_key
+        FROM fair f
+    ), by_age AS (
+        SELECT ctid, id, priority, run_after AS place, 0::bigint AS rank, concurrency_key,
+               rate_key
+        FROM :"schema".pqjobs_job
+        WHERE status = 'ready' AND fair_turn IS NULL AND run_after <= now()
           AND (p_queues IS NULL OR queue = ANY(p_queues)) AND priority >= p_floor
           -- past its deadline: left for the sweep to end as expired, never started
           AND (expires_at IS NULL OR expires_at > now())
         ORDER BY priority DESC, run_after, id
         LIMIT p_look
         FOR UPDATE SKIP LOCKED
+    )
+    SELECT array_agg(p.ctid ORDER BY p.priority DESC, p.place, p.rank, p.id),
+           array_agg(p.id ORDER BY p.priority DESC, p.place, p.rank, p.id),
+           bool_or(p.concurrency_key IS NOT NULL OR p.rate_key IS NOT NULL)
+    INTO picked, picked_ids, flow
+    FROM (
+        SELECT ctid, id, priority, place, rank, concurrency_key, rate_key FROM by_age
+        UNION ALL
+        SELECT ctid, id, priority, place, rank, concurrency_key, rate_key FROM fair_placed
     ) p;
     IF picked IS NULL THEN
         RETURN;
@@ -115,12 +142,13 @@ BEGIN
         -- The rows the scan above locked, where it found them (a TID scan: locked by this
         -- transaction, they cannot have moved).
         RETURN QUERY EXECUTE $full$WITH picked AS (
-            SELECT id, queue, job_type, priority, run_after, concurrency_key, concurrency_limit,
-                   rate_key
-            FROM :"schema".pqjobs_job
-            WHERE ctid = ANY($3)
+            SELECT j.id, j.queue, j.job_type, j.priority, j.run_after, j.concurrency_key,
+                   j.concurrency_limit, j.rate_key, u.pos
+            FROM unnest($3) WITH ORDINALITY AS u(place, pos)
+            JOIN :"schema".pqjobs_job j ON j.ctid = u.place
         ), numbered AS (
-            SELECT p.*, row_number() OVER (ORDER BY p.priority DESC, p.run_after, p.id) AS ord,
+            -- in the order the scan above put them (fair turns among the rest)
+            SELECT p.*, row_number() OVER (ORDER BY p.pos) AS ord,
                    EXISTS (SELECT 1 FROM :"schema".pqjobs_pause z
                            WHERE z.kind = 'queue' AND z.name = p.queue)
                    OR EXISTS (SELECT 1 FROM :"schema".pqjobs_pause z
@@ -172,7 +200,7 @@ BEGIN
                                                            WHERE m.key = k.concurrency_key))
         ), go AS (
             -- the first p_limit in claim order; jobs that may start beyond it stay ready
-            SELECT id, rate_key, concurrency_key FROM passing ORDER BY ord LIMIT $2
+            SELECT id, rate_key, concurrency_key, ord FROM passing ORDER BY ord LIMIT $2
         ), rate_taken AS (
             UPDATE :"schema".pqjobs_rate AS r
             SET used = CASE WHEN r.window_start = m.this_window THEN r.used ELSE 0 END + g.n,
@@ -196,10 +224,10 @@ BEGIN
         ), claimed AS (
             UPDATE :"schema".pqjobs_job AS j
             SET status = 'running', attempts = j.attempts + 1, locked_at = now(),
-                locked_by = $1, heartbeat_at = now(), updated_at = now()
+                locked_by = $1, heartbeat_at = now(), updated_at = now(), fair_turn = NULL
             FROM go
             WHERE j.id = go.id
-            RETURNING j.*, j.ctid AS row_tid
+            RETURNING j.*, j.ctid AS row_tid, go.ord AS claim_order
         ), held AS (
             -- Jobs that may not start now leave the claim order (and its index) until what holds
             -- them clears, so no later claim walks over them again.
@@ -225,9 +253,9 @@ BEGIN
                callback_of_id, waiting_for, on_dependency_failure, has_dependents, waited_on,
                extract(epoch FROM unique_until)::float8, unique_states,
                extract(epoch FROM expires_at)::float8, sequence_key, payload_version,
-               row_tid::text, held.n
+               fair_key, row_tid::text, held.n
         FROM (SELECT count(*) AS n FROM held) AS held LEFT JOIN claimed ON true
-        ORDER BY priority DESC, run_after, id$full$
+        ORDER BY claim_order$full$
             USING p_worker, p_limit, picked;
         RETURN;
     END IF;
@@ -245,7 +273,7 @@ BEGIN
         WITH claimed AS (
             UPDATE :"schema".pqjobs_job AS j
             SET status = 'running', attempts = j.attempts + 1, locked_at = now(),
-                locked_by = p_worker, heartbeat_at = now(), updated_at = now()
+                locked_by = p_worker, heartbeat_at = now(), updated_at = now(), fair_turn = NULL
             WHERE j.ctid = ANY(picked)
             RETURNING j.*, j.ctid AS row_tid
         )
@@ -260,9 +288,11 @@ BEGIN
                callback_of_id, waiting_for, on_dependency_failure, has_dependents, waited_on,
                extract(epoch FROM unique_until)::float8, unique_states,
                extract(epoch FROM expires_at)::float8, sequence_key, payload_version,
-               row_tid::text, 0::bigint
-        FROM claimed
-        ORDER BY priority DESC, run_after, id;
+               fair_key, row_tid::text, 0::bigint
+        -- in the order of the scan (fair turns among the rest)
+        FROM claimed JOIN unnest(picked_ids) WITH ORDINALITY AS u(job_id, pos)
+             ON u.job_id = claimed.id
+        ORDER BY u.pos;
 END
 $$;
 

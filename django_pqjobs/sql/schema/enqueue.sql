@@ -15,6 +15,8 @@
 -- run_after); no attempt starts after it (pqjobs_claim), and the worker's sweep ends a job
 -- still waiting, ready or blocked then as expired.
 --
+-- p_fair_key: the key the job's turn is taken by (fairness.sql); NULL: claimed by age.
+--
 -- p_payload_version: the version of the job type's payload shape the payload was written
 -- for (@job(version=N)); NULL means 1. The worker upgrades an older one.
 --
@@ -58,7 +60,8 @@ CREATE OR REPLACE FUNCTION :"schema".pqjobs_enqueue(
     p_unique_states smallint DEFAULT NULL,
     p_expires_at timestamptz DEFAULT NULL,
     p_expires_in double precision DEFAULT NULL,
-    p_payload_version smallint DEFAULT NULL
+    p_payload_version smallint DEFAULT NULL,
+    p_fair_key text DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -158,6 +161,12 @@ BEGIN
             quote_nullable(p_rate_period)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_fair_key = '' OR p_fair_key ~ control OR length(p_fair_key) > 255 THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: fair_key must be NULL or non-empty text of at most '
+            '255 characters without control characters, got %',
+            quote_nullable(left(p_fair_key, 120))
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF p_payload_version < 1 THEN
         RAISE EXCEPTION 'pqjobs_enqueue: payload_version must be 1 or more, got %',
             p_payload_version
@@ -194,12 +203,12 @@ BEGIN
             job_type, queue, payload, status, priority, attempts, max_attempts, run_after,
             timeout_seconds, dedupe_key, parent_id, schedule_id, last_error, error_type,
             trace_context, created_at, updated_at, concurrency_key, concurrency_limit,
-            rate_key, rate_limit, rate_period, expires_at, payload_version
+            rate_key, rate_limit, rate_period, expires_at, payload_version, fair_key
         ) VALUES (
             p_job_type, p_queue, p_payload, 'ready', p_priority, 0, p_max_attempts, due,
             p_timeout_seconds, NULL, p_parent_id, p_schedule_id, '', '', p_trace_context,
             now(), now(), p_concurrency_key, p_concurrency_limit, p_rate_key, p_rate_limit,
-            p_rate_period, deadline, p_payload_version
+            p_rate_period, deadline, p_payload_version, p_fair_key
         )
         RETURNING id INTO new_id;
     ELSE
@@ -208,7 +217,7 @@ BEGIN
             timeout_seconds, dedupe_key, parent_id, schedule_id, last_error, error_type,
             trace_context, created_at, updated_at, concurrency_key, concurrency_limit,
             rate_key, rate_limit, rate_period, unique_until, unique_states, expires_at,
-            payload_version
+            payload_version, fair_key
         ) VALUES (
             p_job_type, p_queue, p_payload, 'ready', p_priority, 0, p_max_attempts, due,
             p_timeout_seconds, p_dedupe_key, p_parent_id, p_schedule_id, '', '',
@@ -216,7 +225,7 @@ BEGIN
             p_rate_key, p_rate_limit, p_rate_period,
             to_timestamp((floor(extract(epoch FROM now())::double precision / p_unique_for) + 1)
                          * p_unique_for),
-            COALESCE(p_unique_states, 0), deadline, p_payload_version
+            COALESCE(p_unique_states, 0), deadline, p_payload_version, p_fair_key
         )
         ON CONFLICT (job_type, dedupe_key, (COALESCE(unique_until, 'infinity'::timestamptz)))
             WHERE dedupe_key IS NOT NULL AND (status IN ('ready', 'blocked', 'running') OR (unique_states & CASE status WHEN 'done' THEN 1 WHEN 'failed' THEN 2 WHEN 'cancelled' THEN 4 ELSE 0 END) <> 0)

@@ -19,7 +19,7 @@
 REVOKE ALL ON FUNCTION :"schema".pqjobs_enqueue(
     text, text, jsonb, integer, integer, timestamptz, double precision, double precision,
     text, bigint, bigint, text, jsonb, text, integer, text, integer, double precision,
-    double precision, smallint, timestamptz, double precision, smallint
+    double precision, smallint, timestamptz, double precision, smallint, text
 ) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_anyone_listens() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_claim(text, integer, text[], integer, integer) FROM PUBLIC;
@@ -35,3 +35,4 @@ REVOKE ALL ON FUNCTION :"schema".pqjobs_note_changes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_flow_rows() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_flow_slot_freed() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_announce_finish() FROM PUBLIC;
+REVOKE ALL ON FUNCTION :"schema".pqjobs_fair_turn() FROM PUBLIC;
