@@ -15,7 +15,7 @@ from django_pqjobs import InvalidJobOption, enqueue_job, enqueue_many, job
 from django_pqjobs.models import FairWeight, Job
 from django_pqjobs.registry import registry
 from django_pqjobs.testing import drain
-from tests.helpers import run_jobs, wait_for
+from tests.helpers import planned_inside, run_jobs, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -213,3 +213,18 @@ def test_a_retried_job_takes_its_place_by_age():
     )
     enqueue_many("tests.fair_noop", tenants("b", 5))
     assert claim(1) == [(first, "tenant:a")]  # the oldest: it waited longer than b's turns
+
+
+def test_the_turn_is_found_through_the_indexes_whatever_the_statistics():
+    """The trigger plans its lookups once per session, often while the table is empty; then
+    one enqueue_many may insert 100,000 rows, each looking up its key's last turn and the
+    head of the line. A plan that read the table would make that insert quadratic (it did:
+    20 minutes for 100,000 rows), so both read their index, from the first row on."""
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE pqjobs_job")  # empty, as a new project's table is
+    plans = planned_inside(lambda: enqueue_many("tests.fair_noop", tenants("a", 200)))
+    lookups = [plan for plan in plans if "NEW.priority" in plan]
+    assert len(lookups) == 400, len(lookups)  # two per row
+    for plan in lookups:
+        assert "Index" in plan and "Seq Scan" not in plan and "Sort" not in plan, plan
+    assert Job.objects.filter(fair_key="tenant:a").count() == 200

@@ -327,7 +327,7 @@ BEGIN
     -- Two lines merged: jobs by age (pqjobs_job_claim), and jobs with a fair turn in turn
     -- order (pqjobs_job_fair_claim, fairness.sql). Among the jobs of a priority, the fair
     -- line takes its place by the age of the oldest job found in it, and keeps its turn
-    -- order (rank) within.
+    -- order within (rank: the turn; 0 for jobs by age).
     WITH fair AS (
         SELECT ctid, id, priority, run_after, fair_turn, concurrency_key, rate_key
         FROM :"schema".pqjobs_job
@@ -338,12 +338,13 @@ BEGIN
         LIMIT p_look
         FOR UPDATE SKIP LOCKED
     ), fair_placed AS (
-        SELECT f.ctid, f.id, f.priority, min(f.run_after) OVER (PARTITION BY f.priority) AS place,
-               row_number() OVER (PARTITION BY f.priority ORDER BY f.fair_turn, f.id) AS rank,
-               f.concurrency_key, f.rate_key
+        SELECT f.ctid, f.id, f.priority, m.place, f.fair_turn AS rank, f.concurrency_key,
+               f.rate_key
         FROM fair f
+        JOIN (SELECT priority, min(run_after) AS place FROM fair GROUP BY priority) m
+          ON m.priority = f.priority
     ), by_age AS (
-        SELECT ctid, id, priority, run_after AS place, 0::bigint AS rank, concurrency_key,
+        SELECT ctid, id, priority, run_after AS place, 0::float8 AS rank, concurrency_key,
                rate_key
         FROM :"schema".pqjobs_job
         WHERE status = 'ready' AND fair_turn IS NULL AND run_after <= now()
@@ -542,6 +543,11 @@ RESET pqjobs.claim_callers;
 CREATE OR REPLACE FUNCTION :"schema".pqjobs_fair_turn() RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Its plans are made once per session, often while the table's statistics are those of an
+-- empty one, and then serve inserts of 100,000 rows in one statement: pinned to the two
+-- indexes (a plan that read the table would make such an insert quadratic).
+SET enable_seqscan = off
+SET enable_bitmapscan = off
 AS $$
 DECLARE
     last_turn double precision;

@@ -20,6 +20,11 @@
 CREATE OR REPLACE FUNCTION :"schema".pqjobs_fair_turn() RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Its plans are made once per session, often while the table's statistics are those of an
+-- empty one, and then serve inserts of 100,000 rows in one statement: pinned to the two
+-- indexes (a plan that read the table would make such an insert quadratic).
+SET enable_seqscan = off
+SET enable_bitmapscan = off
 AS $$
 DECLARE
     last_turn double precision;
