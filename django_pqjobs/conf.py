@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar, overload
 from django.conf import settings
 
 from . import options
-from .durations import abbreviated, to_seconds
+from .durations import in_words, to_seconds
 from .policies import make_backoff, make_delays
 from .recurrence import specs_from_setting
 
@@ -210,7 +210,7 @@ class Aging:
     up_to: int
 
     def __str__(self) -> str:
-        return f"+1 every {abbreviated(self.every)}, up to {self.up_to}"
+        return f"+1 every {in_words(self.every, short=True)}, up to {self.up_to}"
 
 
 AGING_KEYS = ("every", "up_to")

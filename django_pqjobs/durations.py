@@ -19,6 +19,7 @@ Duration = timedelta | int | float
 MAX_DURATION = 100 * 365 * 86400.0
 
 _WORDS = (("day", 86400), ("hour", 3600), ("minute", 60))
+_SHORT = ("d", "h", "m")  # the same units, as in_words(short=True) writes them
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 
@@ -75,36 +76,18 @@ def parse_duration(text: str) -> float:
     return total
 
 
-def in_words(seconds: float) -> str:
+def in_words(seconds: float, *, short: bool = False) -> str:
     """A duration as people say it: ``2592000`` is ``"30 days"``, ``5400`` ``"1 hour 30
-    minutes"``, ``90.5`` ``"1 minute 30.5 seconds"``, ``0.25`` ``"0.25 seconds"``."""
+    minutes"``, ``90.5`` ``"1 minute 30.5 seconds"``, ``0.25`` ``"0.25 seconds"``.
+    ``short``: in short units, as a table shows it (``"1 h 30 m"``, ``"1 m 30.5 s"``)."""
     parts = []
     rest = seconds
-    for unit, size in _WORDS:
+    for (unit, size), abbreviation in zip(_WORDS, _SHORT, strict=True):
         whole = int(rest // size)
         if whole:
-            parts.append(counted(whole, unit))
+            parts.append(f"{whole} {abbreviation}" if short else counted(whole, unit))
             rest -= whole * size
     rest = round(rest, 3)
     if rest or not parts:
-        parts.append(counted(rest, "second"))
-    return " ".join(parts)
-
-
-_ABBREVIATIONS = (("d", 86400), ("h", 3600), ("m", 60))
-
-
-def abbreviated(seconds: float) -> str:
-    """A duration in short units, as a table shows it: ``60`` is ``"1 m"``, ``5400``
-    ``"1 h 30 m"``, ``90.5`` ``"1 m 30.5 s"``, ``0.25`` ``"0.25 s"``."""
-    parts = []
-    rest = seconds
-    for unit, size in _ABBREVIATIONS:
-        whole = int(rest // size)
-        if whole:
-            parts.append(f"{whole} {unit}")
-            rest -= whole * size
-    rest = round(rest, 3)
-    if rest or not parts:
-        parts.append(f"{rest:g} s")
+        parts.append(f"{rest:g} s" if short else counted(rest, "second"))
     return " ".join(parts)

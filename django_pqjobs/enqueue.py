@@ -32,7 +32,7 @@ from . import (
 from .conf import conf
 from .durations import Duration
 from .errors import DatabaseNotReady, DuplicateJob, InvalidJobOption, QueueFull, UnknownJobType
-from .keys import derive_key, payload_key
+from .keys import KeyTemplate, derive_key, payload_key
 from .notify import channel, notify_queues
 from .options import UNIQUE_STATE_BITS, Dedupe, WaitingFull
 from .registry import JobType, registry
@@ -127,6 +127,16 @@ class PreparedJob:
     on_dependency_failure: DependencyPolicy = "cancel"
 
 
+def key_of(
+    given: str | None, template: KeyTemplate | None, payload: Any, where: str, option: str
+) -> str | None:
+    """A job's ``option`` key (``sequence``, ``fair_key``): the one ``given`` for it, else
+    the one its type's ``template`` derives from its payload, else None."""
+    if given is not None or template is None:
+        return given
+    return derive_key(template, payload, f"{where} {option}")
+
+
 def flow_of(
     job_type: str, known: JobType | None, queue: str, payload: Any, key: str | None
 ) -> Flow:
@@ -219,12 +229,12 @@ def prepare(
                 f"{where}: deadline {deadline.isoformat()} is not after the job is due "
                 f"({due.isoformat()}): it could never start"
             )
-    sequence = chosen.get("sequence")
-    if sequence is None and known is not None and known.sequence is not None:
-        sequence = derive_key(known.sequence, payload, f"{where} sequence")
-    fair_key = chosen.get("fair_key")
-    if fair_key is None and known is not None and known.fair_key is not None:
-        fair_key = derive_key(known.fair_key, payload, f"{where} fair_key")
+    sequence = key_of(
+        chosen.get("sequence"), known.sequence if known else None, payload, where, "sequence"
+    )
+    fair_key = key_of(
+        chosen.get("fair_key"), known.fair_key if known else None, payload, where, "fair_key"
+    )
     key = chosen.get("dedupe_key")
     unique = [value(name) for name in specification.UNIQUENESS]
     unique_for, unique_states, unique_by = unique
@@ -791,10 +801,9 @@ def enqueue_many(
     flows = [template.flow] + [
         flow_of(job_type, known, template.queue, payload, None) for payload in payload_list[1:]
     ]
+    template_key = known.fair_key if known else None
     fair = [template.fair_key] + [
-        fair_key
-        if fair_key is not None or known is None or known.fair_key is None
-        else derive_key(known.fair_key, payload, f"job type {job_type!r} fair_key")
+        key_of(fair_key, template_key, payload, f"job type {job_type!r}", "fair_key")
         for payload in payload_list[1:]
     ]
     alias = using or conf.DATABASE

@@ -162,7 +162,7 @@ def oldest_due_seconds(alias: str | None = None, queues: list[str] | None = None
     Cheaper than :func:`depth` for one number.
     """
     sql = _LAG.replace("{queue_filter}", "AND queue = ANY(%(queues)s)" if queues else "")
-    rows = _read(alias, sql, {"queues": queues} if queues else {})
+    rows = read(alias, sql, {"queues": queues} if queues else {})
     value = rows[0][0] if rows else None
     return 0.0 if value is None else max(0.0, float(value))
 
@@ -176,7 +176,7 @@ WHERE status = 'blocked' AND blocked_by = 'paused' {queue_filter}
 def held_by_pause(alias: str | None = None, queues: list[str] | None = None) -> int:
     """How many jobs (of ``queues``, default all) a paused queue or job type holds now."""
     sql = _HELD_BY_PAUSE.replace("{queue_filter}", "AND queue = ANY(%s)" if queues else "")
-    rows = _read(alias, sql, [queues] if queues else [])
+    rows = read(alias, sql, [queues] if queues else [])
     return int(rows[0][0]) if rows else 0
 
 
@@ -193,7 +193,7 @@ def expired_lately(
     """How many jobs (of ``queues``, default all) expired in the last ``seconds``: their
     deadline passed before a worker could start them."""
     sql = _EXPIRED_LATELY.replace("{queue_filter}", "AND queue = ANY(%s)" if queues else "")
-    rows = _read(alias, sql, [seconds, queues] if queues else [seconds])
+    rows = read(alias, sql, [seconds, queues] if queues else [seconds])
     return int(rows[0][0]) if rows else 0
 
 
@@ -243,7 +243,7 @@ def left_behind(
     sql = _LEFT_BEHIND.replace(
         "{queue_filter}", "AND queue = ANY(%(queues)s)" if queues else ""
     ).replace("{priority_filter}", "" if min_priority is None else "AND priority >= %(floor)s")
-    [row] = _read(alias, sql, {"queues": queues, "floor": min_priority})
+    [row] = read(alias, sql, {"queues": queues, "floor": min_priority})
     return LeftBehind(
         int(row[0]),
         int(row[1]),
@@ -294,7 +294,7 @@ def workers(alias: str | None = None) -> list[WorkerState]:
             r[7],
             _queue_names(r[8]),
         )
-        for r in _read(alias, _WORKERS, [])
+        for r in read(alias, _WORKERS, [])
     ]
 
 
@@ -321,7 +321,7 @@ def read_lag(alias: str) -> float | None:
     behind its primary; None when it is not a standby (``DATABASE`` is not asked)."""
     if alias == conf.DATABASE:
         return None
-    (seconds,) = _read(alias, _READ_LAG, [])[0]
+    (seconds,) = read(alias, _READ_LAG, [])[0]
     return None if seconds is None else float(seconds)
 
 
@@ -356,15 +356,9 @@ def _reading(alias: str | None) -> Iterator[CursorWrapper]:
             cursor.execute("SET LOCAL statement_timeout TO DEFAULT")
 
 
-def _read(alias: str | None, sql: str, params: Any) -> list[tuple[Any, ...]]:
-    """Run one read under a statement timeout that ends with it."""
+def read(alias: str | None, sql: str, params: Any) -> list[tuple[Any, ...]]:
+    """Run one read of ``alias`` under a statement timeout that ends with it (the queue's
+    other observers, ``fairness.fair_keys``, read this way too)."""
     with _reading(alias) as cursor:
         cursor.execute(sql, params)
         return list(cursor.fetchall())
-
-
-def read(alias: str | None, sql: str, params: Any) -> list[tuple[Any, ...]]:
-    """One read of ``alias`` (default ``PQJOBS["DATABASE"]``) under the statement timeout of
-    the reads above (``READ_TIMEOUT_MS``), for the other observers of the queue
-    (``fairness.fair_keys``)."""
-    return _read(alias, sql, params)

@@ -162,7 +162,7 @@ def test_fair_keys_refuses_a_bad_limit(limit):
 def test_fair_keys_reads_through_the_partial_indexes_not_the_whole_table():
     """Each arm has an index whose predicate it implies: with sequential scans made
     prohibitively expensive, the plan has none on the job table (the 1M-row plan and
-    timing are in docs/guides/_fair_operators.md)."""
+    timing are in docs/guides/fair-claiming.md)."""
     from django_pqjobs.fairness import _FAIR_KEYS
 
     with connection.cursor() as cursor:
