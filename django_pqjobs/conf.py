@@ -589,7 +589,8 @@ class Settings:
         0.5,
         positive_seconds,
         check="pqjobs.E052",
-        meaning="How often workers release jobs blocked by a rate limit into a new window.",
+        meaning="How often workers release jobs blocked by a rate limit into a new window, "
+        "and jobs blocked by a concurrency limit whose key has room.",
     )
     PRIORITY_AGING = Setting(
         {},

@@ -33,10 +33,11 @@ class Paused:
 
 
 def pause_queue(name: str, *, by: str = "", using: str | None = None) -> bool:
-    """Stop every worker from starting jobs of queue ``name`` (within about a second).
+    """Stop every worker from starting jobs of queue ``name``, from this call's commit on.
 
-    Running jobs finish; waiting jobs stay. Stored in the database, so it survives worker
-    restarts. Returns False if the queue was paused already. ``by`` (who pauses) is shown
+    Running jobs finish; waiting jobs stay, held (status ``blocked``, by ``paused``), as do
+    jobs enqueued into the queue while it is paused. Stored in the database, so it survives
+    worker restarts. Returns False if the queue was paused already. ``by`` (who pauses) is shown
     with the pause and, when given, recorded in the audit trail.
     """
     return _pause("queue", options.queue_name(name), by, using)

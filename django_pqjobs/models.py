@@ -371,6 +371,22 @@ class Job(models.Model):
                 condition=Q(status=JobStatus.RUNNING, concurrency_key__isnull=False),
                 name="pqjobs_job_running_key",
             ),
+            # The ready jobs of a key or a rate, by priority: at enqueue, how many are ahead
+            # of a new job (sql/schema/flow.sql holds it when they fill its key or window).
+            models.Index(
+                "concurrency_key",
+                F("priority").desc(),
+                "run_after",
+                condition=Q(status=JobStatus.READY, concurrency_key__isnull=False),
+                name="pqjobs_job_ready_key",
+            ),
+            models.Index(
+                "rate_key",
+                F("priority").desc(),
+                "run_after",
+                condition=Q(status=JobStatus.READY, rate_key__isnull=False),
+                name="pqjobs_job_ready_rate",
+            ),
             # Composition: jobs waiting for dependencies (the admin's list and dashboard), a
             # batch's members (by status, for its page) and its callbacks.
             models.Index(

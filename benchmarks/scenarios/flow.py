@@ -4,9 +4,9 @@
   by a concurrency limit, a used-up rate and a paused queue, against the plain drain;
   rounds alternate so that both see the same machine.
 - *head of line*: 100,000 due jobs of one key limited to 1 ahead of 20,000 unrelated ones:
-  the unrelated jobs' rate from the worker's start, against their rate alone. Held jobs are
-  blocked once (the status ``blocked`` takes them out of the claim index), a thousand per
-  statement, so no claim walks over the backlog again.
+  the unrelated jobs' rate from the worker's start, against their rate alone. Jobs that
+  could not start when enqueued are inserted ``blocked`` (sql/schema/flow.sql), out of the
+  claim index, and a pause blocks its queue's ready jobs at once: no claim walks over them.
 """
 
 from __future__ import annotations

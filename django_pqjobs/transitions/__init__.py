@@ -11,8 +11,12 @@
     ready ──cancel──► cancelled        ready ──cancel_duplicates──► cancelled (dedupe replace)
     ready ──push_back──► ready (debounce: newest payload, due later)
     running ──let_go_of_key──► running (debounce: the next job takes the key)
+    (enqueue, flow control holds it: its key or rate full, its queue paused) ──► blocked
+                                                                 (sql/schema/flow.sql)
     ready ──claim (flow control holds it; hold_back: the claim asked for no job)──► blocked
+    ready ──pause (its queue or type)──► blocked
     blocked ──promote_rate_blocked (new rate window) / resume──► ready
+    blocked ──promote_limit_blocked (its key has room: a release missed)──► ready
     blocked ──[db] a slot of its key given back──► ready           (sql/schema/flow.sql)
     (enqueue with depends_on) ready ──make_wait──► waiting | ready | cancelled
     waiting ──[db] its last prerequisite done──► ready          (sql/schema/composition.sql)
@@ -64,7 +68,13 @@ from .claim import Claimed, claim, hold_back
 from .deadlines import expire_overdue
 from .dependencies import make_wait
 from .fence import Fence
-from .flow import pause, promote_rate_blocked, release_unpaused, resume
+from .flow import (
+    pause,
+    promote_limit_blocked,
+    promote_rate_blocked,
+    release_unpaused,
+    resume,
+)
 from .operator import (
     Cancelled,
     Deleted,
@@ -114,6 +124,7 @@ __all__ = [
     "mark_started",
     "park",
     "pause",
+    "promote_limit_blocked",
     "promote_rate_blocked",
     "push_back",
     "raise_priority",

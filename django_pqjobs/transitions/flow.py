@@ -1,7 +1,9 @@
 """Flow control's transitions out of blocked: blocked → ready (a new rate window, a
-resume); and pausing and resuming. Into blocked is the claim's (claim.py), the one place
-flow control decides. A job blocked by its concurrency key is released by the database
-(sql/schema/flow.sql) when a slot is given back."""
+resume, a release the database missed); and pausing and resuming. Into blocked: at enqueue
+(sql/schema/flow.sql) for jobs that could not start anyway, at a pause for the paused
+queue's ready jobs, and in the claim (claim.py), the one place that decides who starts. A
+job blocked by its concurrency key is released by the database (sql/schema/flow.sql) when a
+slot is given back."""
 
 from __future__ import annotations
 
@@ -15,28 +17,42 @@ QUERIES = queries("flow")
 
 
 # --- flow control: blocked → ready -------------------------------------------------------
-# A job blocked by its concurrency key is promoted by the trigger that frees its key's slot
-# (migration 0009); the functions below release the jobs that rate windows and pauses held.
+# A job blocked by its concurrency key is promoted by the trigger that frees its key's slot;
+# the functions below release the jobs that rate windows and pauses held, and those whose
+# release that trigger missed.
 
 
 def promote_rate_blocked(alias: str) -> int:
     """blocked (rate) → ready for as many jobs as their rate windows have room for now."""
+    return _promote(alias, QUERIES["promote_rate_blocked"])
+
+
+def promote_limit_blocked(alias: str) -> int:
+    """blocked (limit) → ready for as many jobs as their keys have room for now.
+
+    The trigger that gives a slot back releases the next job of its key at once; a job
+    held at enqueue while that happened (its INSERT's transaction still open) was invisible
+    to it, and waits for this sweep."""
+    return _promote(alias, QUERIES["promote_limit_blocked"])
+
+
+def _promote(alias: str, statement: str) -> int:
     with cursor_of(alias) as cursor:
-        cursor.execute(QUERIES["promote_rate_blocked"])
+        cursor.execute(statement)
         rows = cursor.fetchall()
         notify_queues(cursor, [row[0] for row in rows])
     return sum(int(row[1]) for row in rows)
 
 
 def pause(alias: str, kind: str, name: str, paused_by: str = "") -> bool:
-    """Pause a queue or a job type: no worker claims its jobs until :func:`resume`.
-    Running jobs finish. False if it was paused already."""
-    with cursor_of(alias) as cursor:
-        cursor.execute(
-            QUERIES["pause"],
-            [kind, name, paused_by],
-        )
-        return cursor.fetchone() is not None
+    """Pause a queue or a job type: no worker claims its jobs until :func:`resume`; its
+    ready jobs are blocked at once. Running jobs finish. False if it was paused already."""
+    with transaction.atomic(using=alias), cursor_of(alias) as cursor:
+        cursor.execute(QUERIES["pause"], [kind, name, paused_by])
+        if cursor.fetchone() is None:
+            return False
+        cursor.execute(QUERIES["hold_paused"], {"kind": kind, "name": name})
+        return True
 
 
 def resume(alias: str, kind: str, name: str) -> int | None:
@@ -47,17 +63,10 @@ def resume(alias: str, kind: str, name: str) -> int | None:
         cursor.execute(QUERIES["resume"], [kind, name])
         if cursor.fetchone() is None:
             return None
-        cursor.execute(QUERIES["unblock_resumed"])
-        rows = cursor.fetchall()
-        notify_queues(cursor, [row[0] for row in rows])
-    return sum(int(row[1]) for row in rows)
+        return _promote(alias, QUERIES["unblock_resumed"])
 
 
 def release_unpaused(alias: str) -> int:
     """blocked (paused) → ready for jobs nothing pauses any more (a pause row deleted
     without :func:`resume`, e.g. by hand)."""
-    with cursor_of(alias) as cursor:
-        cursor.execute(QUERIES["unblock_resumed"])
-        rows = cursor.fetchall()
-        notify_queues(cursor, [row[0] for row in rows])
-    return sum(int(row[1]) for row in rows)
+    return _promote(alias, QUERIES["unblock_resumed"])

@@ -237,25 +237,32 @@ def vacuum_if_needed(alias: str) -> bool:
 # Whether any job waits for a rate window (pqjobs_job_blocked_rate holds exactly those and
 # the jobs of rate-limited keys held otherwise): every worker asks twice a second, and the
 # release itself is a transaction of three statements.
-_ANY_RATE_BLOCKED = (
-    "SELECT EXISTS (SELECT 1 FROM pqjobs_job WHERE status = 'blocked' AND rate_key IS NOT NULL)"
-)
+_ANY_FLOW_BLOCKED = """
+    SELECT EXISTS (SELECT 1 FROM pqjobs_job WHERE status = 'blocked' AND rate_key IS NOT NULL),
+           EXISTS (SELECT 1 FROM pqjobs_job
+                   WHERE status = 'blocked' AND concurrency_key IS NOT NULL
+                     AND blocked_by = 'limit')
+"""
 
 
-def release_rate_blocked(alias: str) -> int | None:
-    """Release the jobs rate limits held back, as far as their windows have room now.
+def release_flow_blocked(alias: str) -> int | None:
+    """Release the jobs rate limits held back, as far as their windows have room now, and
+    the jobs held by a concurrency limit whose key has room (a release the database
+    missed: see :func:`~django_pqjobs.transitions.promote_limit_blocked`).
 
     One worker at a time does it (None when another holds the lock).
     """
     with connections[alias].cursor() as cursor:
-        cursor.execute(_ANY_RATE_BLOCKED)
-        if not cursor.fetchone()[0]:
-            return 0
+        cursor.execute(_ANY_FLOW_BLOCKED)
+        rate, limit = cursor.fetchone()
+    if not (rate or limit):
+        return 0
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [FLOW_LOCK_KEY])
         if not cursor.fetchone()[0]:
             return None
-        return transitions.promote_rate_blocked(alias)
+        released = transitions.promote_rate_blocked(alias) if rate else 0
+        return released + (transitions.promote_limit_blocked(alias) if limit else 0)
 
 
 def age_priorities(alias: str, aging: dict[str, Aging] | None = None) -> dict[str, int] | None:

@@ -27,7 +27,7 @@ from .housekeeping import (
     expire_overdue,
     prune_finished,
     reap_stale,
-    release_rate_blocked,
+    release_flow_blocked,
     wake_parked,
 )
 from .slots import InFlight
@@ -93,7 +93,7 @@ class Maintenance(threading.Thread):
         "rescue",
         "prune",
         "schedule",
-        "release_rate_blocked",
+        "release_flow_blocked",
         "watch_pauses",
         "expire",
         "age_priorities",
@@ -114,7 +114,7 @@ class Maintenance(threading.Thread):
             "rescue": intervals.rescue,
             "prune": intervals.prune,
             "schedule": intervals.schedule,
-            "release_rate_blocked": intervals.flow_sweep,
+            "release_flow_blocked": intervals.flow_sweep,
             "watch_pauses": intervals.pause_check,
             "expire": intervals.expire,
             "age_priorities": intervals.aging,
@@ -192,8 +192,8 @@ class Maintenance(threading.Thread):
         expire_overdue(self.alias)
         wake_parked(self.alias)
 
-    def release_rate_blocked(self) -> None:
-        release_rate_blocked(self.alias)
+    def release_flow_blocked(self) -> None:
+        release_flow_blocked(self.alias)
 
     def age_priorities(self) -> None:
         """Raise the priority of the jobs that waited in the aging queues (read from

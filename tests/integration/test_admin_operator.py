@@ -324,7 +324,8 @@ def test_pause_and_resume_a_queue_from_the_dashboard(operator):
     pause = Pause.objects.get()
     assert (pause.kind, pause.name, pause.paused_by) == ("queue", "emails", "alice")
     page = text_of(operator.get(DASHBOARD))
-    assert "queue emails alice" in page and "emails (paused) ready 1" in page
+    # its ready job was held by the pause itself
+    assert "queue emails alice" in page and "emails (paused) blocked 1" in page
     listing = text_of(operator.get(CHANGELIST))
     assert "Paused: queue emails (by alice, since " in listing
     assert claim_jobs("default", "w", None, 10).jobs == []  # the pause holds

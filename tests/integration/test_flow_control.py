@@ -13,14 +13,14 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 
 from django_pqjobs import InvalidJobOption, QueueFull, enqueue_job, enqueue_many, flow, transitions
 from django_pqjobs.clock import database_now
 from django_pqjobs.models import Job, KeySlots, OperatorAction, RateBucket
 from django_pqjobs.transitions import Completion, Fence
 from django_pqjobs.worker.claiming import claim_jobs
-from tests.helpers import run_jobs, wait_for
+from tests.helpers import planned_inside, run_jobs, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DB = "default"
@@ -34,15 +34,23 @@ def finish(job: Job) -> None:
     assert transitions.complete(DB, Completion(Fence.of(job), None, 1))
 
 
+def got_in_ready(ids: list[int]) -> None:
+    """Make ready the jobs held when enqueued: as jobs enqueued while their key filled up
+    (two enqueuers at once) or their queue was being paused get in, for the claim to hold."""
+    Job.objects.filter(pk__in=ids, status="blocked").update(status="ready", blocked_by=None)
+
+
 # --- concurrency limits ----------------------------------------------------------------------
 
 
-def test_a_key_at_its_limit_blocks_its_jobs_and_a_freed_slot_releases_the_next():
+def test_a_key_at_its_limit_holds_its_jobs_at_enqueue_and_a_freed_slot_releases_the_next():
     ids = [enqueue_job("tests.limited3", {"k": "a"}) for _ in range(5)]
     other = enqueue_job("tests.limited3", {"k": "b"})
+    # the key's limit is 3: the jobs after the third are held when enqueued
+    assert statuses(ids) == {"ready": 3, "blocked": 2}
     batch = claim_jobs(DB, "w", None, 10)
     assert {j.id for j in batch.jobs} == {*ids[:3], other}  # 3 of key a, 1 of key b
-    assert batch.blocked == 2
+    assert batch.blocked == 0
     assert statuses(ids) == {"running": 3, "blocked": 2}
     assert KeySlots.objects.get(pk="k:a").running == 3
     assert set(Job.objects.filter(status="blocked").values_list("blocked_by", flat=True)) == {
@@ -108,8 +116,11 @@ def test_values_that_mean_the_same_share_one_key_and_one_slot(enqueue):
         ids = [enqueue_job("tests.limited", {"k": one}) for one in ONES]
     keys = set(Job.objects.filter(pk__in=ids).values_list("concurrency_key", flat=True))
     assert keys == {"k:1"}
-    batch = claim_jobs(DB, "w", None, 10)  # ten free slots: the key's limit of 1 decides
-    assert (len(batch.jobs), batch.blocked) == (1, 4)
+    # the key's limit of 1 decides at enqueue: the first is ready, the others held already
+    statuses = list(Job.objects.filter(pk__in=ids).order_by("id").values_list("status", flat=True))
+    assert statuses == ["ready"] + ["blocked"] * 4
+    batch = claim_jobs(DB, "w", None, 10)  # ten free slots
+    assert (len(batch.jobs), batch.blocked) == (1, 0)
     assert KeySlots.objects.get(pk="k:1").running == 1
     with pytest.raises(InvalidJobOption, match=r"'k' is a bool \(True\); .*because True == 1"):
         enqueue_job("tests.limited", {"k": True})
@@ -151,8 +162,10 @@ def test_enqueue_many_derives_a_key_per_payload():
     ids = enqueue_many("tests.limited", [{"k": n % 2} for n in range(6)])
     keys = Counter(Job.objects.filter(pk__in=ids).values_list("concurrency_key", flat=True))
     assert keys == {"k:0": 3, "k:1": 3}
+    # one INSERT statement: each row sees the rows of its key inserted before it
+    assert statuses(ids) == {"ready": 2, "blocked": 4}
     batch = claim_jobs(DB, "w", None, 10)
-    assert len(batch.jobs) == 2 and batch.blocked == 4
+    assert len(batch.jobs) == 2 and batch.blocked == 0
 
 
 def test_a_blocked_job_is_active_for_dedupe_and_can_be_cancelled():
@@ -178,11 +191,12 @@ def test_unlimited_jobs_are_claimed_beside_blocked_ones():
 
 
 def test_a_rate_starts_at_most_its_allowance_per_window_and_releases_the_rest_later():
-    ids = enqueue_many("tests.rated", [{}] * 30)
     # start right after a window boundary, so the whole test fits in one window
     wait_for(lambda: database_now(DB).microsecond < 200_000, timeout=2, interval=0.01)
+    ids = enqueue_many("tests.rated", [{}] * 30)
+    assert statuses(ids) == {"ready": 20, "blocked": 10}  # held at enqueue: no room
     batch = claim_jobs(DB, "w", None, 50)
-    assert (len(batch.jobs), batch.blocked) == (20, 10)
+    assert (len(batch.jobs), batch.blocked) == (20, 0)
     assert RateBucket.objects.get(pk="type:tests.rated").used == 20
     assert transitions.promote_rate_blocked(DB) == 0  # no room left in this window
     wait_for(lambda: transitions.promote_rate_blocked(DB), timeout=3, interval=0.05)
@@ -194,8 +208,9 @@ def test_queue_rates_from_settings(settings):
     settings.PQJOBS = {**settings.PQJOBS, "QUEUE_RATES": {"slow": "2/h"}}
     ids = enqueue_many("tests.noop", [{}] * 3, queue="slow")
     assert set(Job.objects.filter(pk__in=ids).values_list("rate_key", flat=True)) == {"queue:slow"}
+    assert statuses(ids) == {"ready": 2, "blocked": 1}
     batch = claim_jobs(DB, "w", None, 10)
-    assert (len(batch.jobs), batch.blocked) == (2, 1)
+    assert (len(batch.jobs), batch.blocked) == (2, 0)
 
 
 # --- pause and resume ------------------------------------------------------------------------
@@ -211,10 +226,14 @@ def test_pause_holds_a_queue_and_a_type_and_resume_releases_them():
         ("job_type", "tests.echo", ""),
         ("queue", "mail", "alice"),
     ]
+    # the ready jobs are held by the pause itself, and a job enqueued now is held at once
+    assert statuses([*mail, other]) == {"blocked": 4}
+    mail.append(enqueue_job("tests.noop", queue="mail"))
+    assert Job.objects.get(pk=mail[-1]).status == "blocked"
     batch = claim_jobs(DB, "w", None, 10)
-    assert batch.jobs == [] and batch.blocked == 4
+    assert batch.jobs == [] and batch.blocked == 0
     assert set(Job.objects.values_list("blocked_by", flat=True)) == {"paused"}
-    assert flow.resume_queue("mail") == 3
+    assert flow.resume_queue("mail") == 4
     assert flow.resume_queue("mail") is None
     assert {j.id for j in claim_jobs(DB, "w", None, 10).jobs} == set(mail)
     assert Job.objects.get(pk=other).status == "blocked"
@@ -346,6 +365,121 @@ def test_a_killed_worker_frees_its_slots_through_the_rescue():
     assert not Job.objects.filter(status="blocked").exists()
 
 
+def enqueue_while_the_slot_is_given_back(key: str) -> tuple[int, int]:
+    """A missed release: a job of ``key`` (limit 1) is enqueued, so held, in a transaction
+    still open when the key's running job ends. The trigger that gives the slot back cannot
+    see it, so releases nothing. Returns (the job that ran, the job left held)."""
+    first = enqueue_job("tests.limited", {"k": key, "seconds": 0})
+    (running,) = claim_jobs(DB, "w", None, 1).jobs
+    assert running.id == first
+    enqueued, go = threading.Event(), threading.Event()
+    late: list[int] = []
+
+    def enqueue_and_wait() -> None:
+        try:
+            with transaction.atomic():
+                late.append(enqueue_job("tests.limited", {"k": key, "seconds": 0}))
+                enqueued.set()
+                go.wait(10)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=enqueue_and_wait)
+    thread.start()
+    assert enqueued.wait(10)
+    finish(running)
+    go.set()
+    thread.join(10)
+    assert Job.objects.get(pk=late[0]).status == "blocked"
+    assert KeySlots.objects.get(pk=f"k:{key}").running == 0
+    return first, late[0]
+
+
+def test_the_flow_sweep_releases_a_job_whose_release_was_missed():
+    _, late = enqueue_while_the_slot_is_given_back("lost")
+    other = enqueue_many("tests.limited", [{"k": "full"}] * 3)  # a key at its limit
+    assert transitions.promote_limit_blocked(DB) == 1
+    assert Job.objects.get(pk=late).status == "ready"
+    assert statuses(other) == {"ready": 1, "blocked": 2}  # its limit is taken by the ready one
+    assert transitions.promote_limit_blocked(DB) == 0  # released once
+
+
+def test_a_job_of_a_higher_priority_than_the_ready_ones_is_not_held_at_enqueue():
+    low = enqueue_job("tests.limited", {"k": "p"})
+    high = enqueue_job("tests.limited", {"k": "p"}, priority=5)
+    lower = enqueue_job("tests.limited", {"k": "p"}, priority=-1)
+    assert [Job.objects.get(pk=i).status for i in (low, high, lower)] == [
+        "ready",
+        "ready",
+        "blocked",
+    ]
+    # the claim decides between the two ready: the higher first, the other held
+    batch = claim_jobs(DB, "w", None, 10)
+    assert [j.id for j in batch.jobs] == [high] and batch.blocked == 1
+
+
+def test_a_delayed_job_is_not_held_at_enqueue_nor_counted_against_its_key():
+    later = enqueue_job("tests.limited", {"k": "d"}, delay=3600)
+    now = enqueue_job("tests.limited", {"k": "d"})
+    assert [Job.objects.get(pk=i).status for i in (later, now)] == ["ready", "ready"]
+
+
+def test_held_jobs_are_looked_up_through_the_indexes_whatever_the_statistics():
+    """As the fair turn's (test_fair_claiming.py): the trigger's lookups are planned once
+    per session, often on an empty table's statistics, and must read their index from the
+    first row of a 100,000-row insert on."""
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE pqjobs_job")
+
+    def enqueue() -> None:
+        enqueue_many("tests.rated_limited", [{}] * 100)  # a rate and a limit
+        enqueue_many("tests.limited", [{"k": "plan"}] * 100)
+
+    plans = planned_inside(enqueue)
+    lookups = [
+        plan
+        for plan in plans
+        if "j.concurrency_key = NEW.concurrency_key" in plan or "j.rate_key = NEW.rate_key" in plan
+    ]
+    assert len(lookups) >= 200, len(lookups)
+    for plan in lookups:
+        assert "Index" in plan and "Seq Scan" not in plan, plan
+
+
+@pytest.mark.slow
+def test_jobs_held_at_enqueue_run_once_each_under_four_workers_and_a_killed_releaser():
+    """Jobs held at enqueue are released one at a time as their key's slot comes back, by
+    whichever way it does: a job finishing on one of four workers, the rescue of a job
+    whose worker was killed (-9) while it ran, or, for a release missed, the flow sweep.
+    Each runs exactly once, and never more than its key's limit at a time."""
+    stuck = enqueue_job("tests.limited", {"k": "stuck", "seconds": 30})
+    behind_stuck = enqueue_many("tests.limited", [{"k": "stuck", "seconds": 0}] * 20)
+    fast = {"WORKER_STALE_TIMEOUT": "2", "WORKER_REAP_INTERVAL": "0.5"}
+    with run_jobs("-c", "1", "--worker-id", "doomed", **fast) as doomed:
+        started = Job.objects.filter(pk=stuck, started_at__isnull=False)
+        wait_for(started.exists, timeout=15)
+        doomed.signal(signal.SIGKILL)
+        doomed.wait(10)
+    _, missed = enqueue_while_the_slot_is_given_back("missed")
+    many = enqueue_many("tests.limited", [{"k": n % 4, "seconds": 0.002} for n in range(200)])
+    assert statuses([*behind_stuck, *many]) == {"ready": 4, "blocked": 216}
+    everything = [*behind_stuck, missed, *many]
+    with Sampler() as sampler:
+        workers = [run_jobs("-c", "4", "--worker-id", f"w{n}", **fast) for n in range(4)]
+        for worker in workers:
+            worker.__enter__()
+        try:
+            wait_for(lambda: statuses(everything)["done"] == len(everything), timeout=90)
+        finally:
+            for worker in workers:
+                worker.__exit__(None, None, None)
+    assert sampler.worst == 1
+    assert Job.objects.get(pk=stuck).status == "failed"  # rescued: its attempt had started
+    # claimed once each (a claim counts an attempt; max_attempts=1 allows no second)
+    assert set(Job.objects.filter(pk__in=everything).values_list("attempts", flat=True)) == {1}
+    assert not KeySlots.objects.exclude(running=0).exists()
+
+
 # --- the commands ----------------------------------------------------------------------------
 
 
@@ -364,7 +498,7 @@ def test_pause_and_resume_commands():
     out = StringIO()
     call_command("pause_jobs", stdout=out)
     assert "queue cmd: paused since" in out.getvalue() and "by ops" in out.getvalue()
-    assert claim_jobs(DB, "w", None, 10).blocked == 2
+    assert statuses(list(Job.objects.values_list("id", flat=True))) == {"blocked": 2}
     out = StringIO()
     call_command("resume_jobs", "--queue", "cmd", "--queue", "never", "--by", "ops2", stdout=out)
     assert "queue cmd resumed (2 waiting jobs released)" in out.getvalue()
@@ -391,6 +525,7 @@ def test_hold_back_moves_held_jobs_out_of_the_way_without_claiming_or_taking_slo
     free = enqueue_many("tests.noop", [{}] * 5)
     flow.pause_job_type("tests.echo")
     paused = enqueue_job("tests.echo")
+    got_in_ready([*busy, *rated, paused])
     # two jobs of the busy key already run (as if on another worker)
     Job.objects.filter(pk__in=busy[:2]).update(status="running", locked_by="other", attempts=1)
     KeySlots.objects.filter(pk="k:busy").update(running=2)
@@ -410,6 +545,7 @@ def test_a_rate_window_counts_the_jobs_claimed_not_those_held_for_their_key():
     """One claim, five jobs with a rate and a concurrency limit of 1: one starts and takes
     one start of the window; the four held for their key take none."""
     ids = enqueue_many("tests.rated_limited", [{}] * 5)
+    got_in_ready(ids)
     claimed = transitions.claim(DB, "w", None, 10)
     assert len(claimed.rows) == 1 and claimed.blocked == 4
     assert statuses(ids) == {"running": 1, "blocked": 4}
@@ -424,6 +560,7 @@ def test_a_claim_looks_past_its_limit_only_when_asked_and_claims_no_more():
     """The scan finds the held jobs behind the ones it claims; passing jobs beyond the
     limit stay ready, and the window counts only the claimed."""
     rated = enqueue_many("tests.rated", [{}] * 30)  # 20 starts per second
+    got_in_ready(rated)
     claimed = transitions.claim(DB, "w", None, 5, scan=100)
     assert len(claimed.rows) == 5 and claimed.blocked == 10
     assert statuses(rated) == {"running": 5, "ready": 15, "blocked": 10}

@@ -387,7 +387,8 @@ INTERNAL_FUNCTIONS = (
     "SELECT pqjobs_batch_finished(1)",
     "SELECT pqjobs_settle()",
     "SELECT pqjobs_note_changes()",
-    "SELECT pqjobs_flow_rows()",
+    "SELECT pqjobs_flow_admit()",
+    "SELECT pqjobs_flow_hold_paused()",
     "SELECT pqjobs_flow_slot_freed()",
     "SELECT pqjobs_announce_finish()",
 )

@@ -243,7 +243,8 @@ def test_internal_functions_are_callable_by_no_client_role(clean):
             for function in (
                 "pqjobs_settle",
                 "pqjobs_note_changes",
-                "pqjobs_flow_rows",
+                "pqjobs_flow_admit",
+                "pqjobs_flow_hold_paused",
                 "pqjobs_flow_slot_freed",
                 "pqjobs_announce_finish",
                 "pqjobs_fair_turn",
@@ -290,7 +291,7 @@ def test_every_function_pins_its_search_path_and_is_closed_to_public(target):
             "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
             "AND p.proname LIKE 'pqjobs%' ORDER BY 1"
         ).fetchall()
-    assert len(functions) == 13
+    assert len(functions) == 14
     for name, definer, config, public, owner in functions:
         assert "search_path=pg_catalog, pg_temp" in (config or []), (name, config)
         assert not public, f"{name}: EXECUTE for PUBLIC"
@@ -302,7 +303,8 @@ def test_every_function_pins_its_search_path_and_is_closed_to_public(target):
                 "pqjobs_batch_finished",
                 "pqjobs_settle",
                 "pqjobs_note_changes",
-                "pqjobs_flow_rows",
+                "pqjobs_flow_admit",
+                "pqjobs_flow_hold_paused",
                 "pqjobs_flow_slot_freed",
                 "pqjobs_fair_turn",
             }, f"{name} runs with its owner's rights"

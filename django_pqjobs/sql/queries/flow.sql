@@ -2,22 +2,83 @@
 
 -- name: promote_rate_blocked
 -- A job blocked by its concurrency key is promoted by the trigger that frees its key's slot
--- (migration 0009); the functions below release the jobs that rate windows and pauses held.
+-- (sql/schema/flow.sql); the statements below release what rate windows and pauses held,
+-- and what a missed wake-up left blocked. Room in a window: its allowance less the starts
+-- made in it and the jobs already ready to use it.
 WITH room AS (
     SELECT r.key, r.allowance - CASE
             WHEN r.window_start = to_timestamp(floor(extract(epoch FROM now())::float8
                                                      / r.period) * r.period)
             THEN r.used ELSE 0 END AS free
     FROM pqjobs_rate r
+    WHERE EXISTS (SELECT 1 FROM pqjobs_job b
+                  WHERE b.status = 'blocked' AND b.rate_key = r.key)
 ), promoted AS (
     UPDATE pqjobs_job AS j
     SET status = 'ready', blocked_by = NULL, updated_at = now()
     FROM (
         SELECT b.id FROM room, LATERAL (
+            SELECT count(*) AS n FROM (
+                SELECT 1 FROM pqjobs_job r
+                WHERE r.status = 'ready' AND r.rate_key = room.key AND r.run_after <= now()
+                LIMIT greatest(room.free, 0)
+            ) ready
+        ) ahead, LATERAL (
             SELECT id FROM pqjobs_job
             WHERE status = 'blocked' AND blocked_by = 'rate' AND rate_key = room.key
             ORDER BY priority DESC, run_after, id
-            LIMIT room.free
+            LIMIT greatest(room.free - ahead.n, 0)
+            FOR UPDATE SKIP LOCKED
+        ) b
+        WHERE room.free > 0
+    ) p
+    WHERE j.id = p.id
+    RETURNING j.queue
+)
+SELECT queue, count(*) FROM promoted GROUP BY queue
+
+-- name: promote_limit_blocked
+-- The keys that have blocked jobs, one index probe each (a loose scan of
+-- pqjobs_job_blocked_key), and for each as many of its jobs held by the limit as its slot
+-- has room for, less its jobs already ready: jobs held at enqueue whose release was missed
+-- (the slot was given back while their INSERT's transaction was open, so the trigger that
+-- gives it back could not see them).
+WITH RECURSIVE held_keys AS (
+    (SELECT concurrency_key AS key FROM pqjobs_job
+     WHERE status = 'blocked' AND concurrency_key IS NOT NULL
+     ORDER BY concurrency_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.concurrency_key FROM pqjobs_job j
+            WHERE j.status = 'blocked' AND j.concurrency_key > h.key
+            ORDER BY j.concurrency_key LIMIT 1)
+    FROM held_keys h WHERE h.key IS NOT NULL
+), room AS (
+    SELECT h.key, nxt.concurrency_limit - greatest(s.running, 0) AS free
+    FROM held_keys h
+    JOIN pqjobs_key_slot s ON s.key = h.key
+    CROSS JOIN LATERAL (
+        SELECT b.concurrency_limit FROM pqjobs_job b
+        WHERE b.status = 'blocked' AND b.blocked_by = 'limit' AND b.concurrency_key = h.key
+        ORDER BY b.priority DESC, b.run_after, b.id
+        LIMIT 1
+    ) nxt
+    WHERE h.key IS NOT NULL
+), promoted AS (
+    UPDATE pqjobs_job AS j
+    SET status = 'ready', blocked_by = NULL, updated_at = now()
+    FROM (
+        SELECT b.id FROM room, LATERAL (
+            SELECT count(*) AS n FROM (
+                SELECT 1 FROM pqjobs_job r
+                WHERE r.status = 'ready' AND r.concurrency_key = room.key
+                  AND r.run_after <= now()
+                LIMIT greatest(room.free, 0)
+            ) ready
+        ) ahead, LATERAL (
+            SELECT id FROM pqjobs_job
+            WHERE status = 'blocked' AND blocked_by = 'limit' AND concurrency_key = room.key
+            ORDER BY priority DESC, run_after, id
+            LIMIT greatest(room.free - ahead.n, 0)
             FOR UPDATE SKIP LOCKED
         ) b
         WHERE room.free > 0
@@ -42,6 +103,22 @@ SELECT queue, count(*) FROM released GROUP BY queue
 -- name: pause
 INSERT INTO pqjobs_pause (kind, name, paused_at, paused_by)
 VALUES (%s, %s, now(), %s) ON CONFLICT (kind, name) DO NOTHING RETURNING id
+
+-- name: hold_paused
+-- In the pause's transaction: its ready jobs leave the claim order now (a job a claim holds
+-- locked right now is that claim's; it starts, as it would a moment before the pause).
+WITH held AS (
+    UPDATE pqjobs_job AS j
+    SET status = 'blocked', blocked_by = 'paused', updated_at = now()
+    WHERE j.id IN (
+        SELECT id FROM pqjobs_job
+        WHERE status = 'ready'
+          AND CASE %(kind)s WHEN 'queue' THEN queue ELSE job_type END = %(name)s
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING 1
+)
+SELECT count(*) FROM held
 
 -- name: resume
 DELETE FROM pqjobs_pause WHERE kind = %s AND name = %s RETURNING id

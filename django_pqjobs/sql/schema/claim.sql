@@ -12,10 +12,11 @@
 -- Both run with the caller's rights (SECURITY INVOKER): the worker role's grants on
 -- pqjobs_job, pqjobs_key_slot, pqjobs_rate and pqjobs_pause.
 
--- Locks the next due jobs (FOR UPDATE SKIP LOCKED, in claim order; none past its deadline). When none has a
--- concurrency key or a rate key and nothing is paused (the usual case), claims the first
--- p_limit of those. Otherwise runs the full claim, planned at each call: the one place that
--- decides flow control (pauses, rates, concurrency limits). Of the jobs it looked at, those
+-- Locks the next due jobs (FOR UPDATE SKIP LOCKED, in claim order; none past its deadline).
+-- When none has a concurrency key or a rate key or is paused (the usual case), claims the
+-- first p_limit of those. Otherwise runs the full claim, planned at each call: the one place
+-- that decides who starts under flow control (pauses, rates, concurrency limits; jobs that
+-- could not start anyway are held already when enqueued, flow.sql). Of the jobs it looked at, those
 -- flow control holds move to blocked, and the first p_limit of those that may start are
 -- claimed. p_scan looks further than p_limit: with p_limit 0, the worker moves held jobs
 -- out of the head of the claim order without claiming any (after a claim met some). Each
@@ -139,7 +140,15 @@ BEGIN
     IF picked IS NULL THEN
         RETURN;
     END IF;
-    IF flow OR EXISTS (SELECT 1 FROM :"schema".pqjobs_pause) THEN
+    -- Jobs of a paused queue or type are held when enqueued or paused (flow.sql,
+    -- transitions/flow.py); one enqueued while its pause was being committed may still be
+    -- ready: the full claim holds it.
+    IF flow OR (EXISTS (SELECT 1 FROM :"schema".pqjobs_pause)
+                AND EXISTS (SELECT 1 FROM :"schema".pqjobs_job j
+                            JOIN :"schema".pqjobs_pause z
+                              ON (z.kind = 'queue' AND z.name = j.queue)
+                              OR (z.kind = 'job_type' AND z.name = j.job_type)
+                            WHERE j.ctid = ANY(picked))) THEN
         -- The rows the scan above locked, where it found them (a TID scan: locked by this
         -- transaction, they cannot have moved).
         RETURN QUERY EXECUTE $full$WITH picked AS (

@@ -4,8 +4,9 @@
 -- pqjobs_key_slot counts the running jobs of each concurrency key, pqjobs_rate the starts of
 -- each rate bucket in its window (the claim, claim.sql, takes slots and allowances). These
 -- trigger functions run with the owner's rights (SECURITY DEFINER), so roles that finish,
--- retry or delete jobs need no grant on those tables. Status changes made here:
--- blocked → ready (the next job held on a key whose slot was given back).
+-- retry, delete or enqueue jobs need no grant on those tables. Status changes made here:
+-- blocked → ready (the next job held on a key whose slot was given back), and, at enqueue,
+-- ready → blocked (a job flow control holds already).
 
 -- A job left running (any way, or was deleted while running): give its slot back and
 -- release the next job held on that key.
@@ -49,12 +50,27 @@ FOR EACH ROW
 WHEN (OLD.status = 'running' AND OLD.concurrency_key IS NOT NULL)
 EXECUTE FUNCTION :"schema".pqjobs_flow_slot_freed();
 
--- A job with a concurrency or rate key was inserted: make sure its slot and bucket rows
--- exist, so the claim finds them.
-CREATE OR REPLACE FUNCTION :"schema".pqjobs_flow_rows() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER
+-- A job with a concurrency or rate key is inserted: make sure its slot and bucket rows exist
+-- (the claim finds them there), and hold at once a job due now that could not start anyway:
+-- its key already has as many jobs running or ready (of its priority or higher) as its
+-- limit, or its rate window as many starts made or ready as its allowance. Such a job is
+-- inserted blocked, never enters the claim's index, and is released by the transition that
+-- frees it (the slot given back, above; a new rate window, transitions/flow.py), or by the
+-- flow sweep, which catches a release missed while this job's transaction was open. Jobs
+-- of a higher priority than those ready stay ready: the claim, the one place that decides
+-- who starts, holds back the lower ones. Reads without locks: two enqueuers at once may
+-- both leave a job ready, and the claim holds the one too many.
+CREATE OR REPLACE FUNCTION :"schema".pqjobs_flow_admit() RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Planned once per session, often on an empty table's statistics, then used for inserts of
+-- 100,000 rows in one statement: pinned to the indexes of ready keyed jobs.
+SET enable_seqscan = off
+SET enable_bitmapscan = off
 AS $$
+DECLARE
+    free integer;
+    waiting integer;
 BEGIN
     IF NEW.concurrency_key IS NOT NULL THEN
         INSERT INTO :"schema".pqjobs_key_slot (key, running, last_grant)
@@ -68,13 +84,85 @@ BEGIN
         WHERE key = NEW.rate_key
           AND (allowance, period) IS DISTINCT FROM (NEW.rate_limit, NEW.rate_period);
     END IF;
+    IF NEW.status <> 'ready' OR NEW.run_after > now() OR NEW.fair_key IS NOT NULL THEN
+        -- Not due: the claim decides when it is. With a fair key: the claim, which takes
+        -- turns, decides which of the key's jobs start (held here, they would wait in age
+        -- order behind the other tenants' jobs).
+        RETURN NEW;
+    END IF;
+    IF NEW.rate_key IS NOT NULL THEN
+        SELECT r.allowance - CASE
+                WHEN r.window_start = to_timestamp(floor(extract(epoch FROM now())::float8
+                                                         / r.period) * r.period)
+                THEN r.used ELSE 0 END
+        INTO free
+        FROM :"schema".pqjobs_rate r WHERE r.key = NEW.rate_key;
+        SELECT count(*) INTO waiting FROM (
+            SELECT 1 FROM :"schema".pqjobs_job j
+            WHERE j.status = 'ready' AND j.rate_key = NEW.rate_key
+              AND j.priority >= NEW.priority AND j.run_after <= now()
+            LIMIT greatest(free, 0)
+        ) ahead;
+        IF waiting >= free THEN
+            NEW.status := 'blocked';
+            NEW.blocked_by := 'rate';
+            RETURN NEW;
+        END IF;
+    END IF;
+    IF NEW.concurrency_key IS NOT NULL THEN
+        SELECT NEW.concurrency_limit - greatest(s.running, 0) INTO free
+        FROM :"schema".pqjobs_key_slot s WHERE s.key = NEW.concurrency_key;
+        SELECT count(*) INTO waiting FROM (
+            SELECT 1 FROM :"schema".pqjobs_job j
+            WHERE j.status = 'ready' AND j.concurrency_key = NEW.concurrency_key
+              AND j.priority >= NEW.priority AND j.run_after <= now()
+            LIMIT greatest(free, 0)
+        ) ahead;
+        IF waiting >= free THEN
+            NEW.status := 'blocked';
+            NEW.blocked_by := 'limit';
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+-- Fires before pqjobs_job_fair_turn (triggers fire in name order): a job held at enqueue
+-- gets no fair turn.
+DROP TRIGGER IF EXISTS pqjobs_job_admit ON :"schema".pqjobs_job;
+CREATE TRIGGER pqjobs_job_admit
+BEFORE INSERT ON :"schema".pqjobs_job
+FOR EACH ROW
+WHEN (NEW.concurrency_key IS NOT NULL OR NEW.rate_key IS NOT NULL)
+EXECUTE FUNCTION :"schema".pqjobs_flow_admit();
+
+-- Jobs inserted into a paused queue, or of a paused job type, are held at once (blocked,
+-- 'paused'); resuming releases them (transitions/flow.py). Once per INSERT statement, not
+-- per row, and nothing more while nothing is paused: most enqueues pay one lookup of an
+-- empty table. A pause committed while such an INSERT's transaction is open is not seen
+-- here; the claim holds those jobs when it meets them.
+CREATE OR REPLACE FUNCTION :"schema".pqjobs_flow_hold_paused() RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM :"schema".pqjobs_pause) THEN
+        RETURN NULL;
+    END IF;
+    UPDATE :"schema".pqjobs_job AS j
+    SET status = 'blocked', blocked_by = 'paused', updated_at = now()
+    FROM pqjobs_new n
+    WHERE j.id = n.id AND n.status = 'ready' AND j.status = 'ready'
+      AND EXISTS (SELECT 1 FROM :"schema".pqjobs_pause z
+                  WHERE (z.kind = 'queue' AND z.name = n.queue)
+                     OR (z.kind = 'job_type' AND z.name = n.job_type));
     RETURN NULL;
 END
 $$;
 
-DROP TRIGGER IF EXISTS pqjobs_job_flow_rows ON :"schema".pqjobs_job;
-CREATE TRIGGER pqjobs_job_flow_rows
+DROP TRIGGER IF EXISTS pqjobs_job_paused_at_enqueue ON :"schema".pqjobs_job;
+CREATE TRIGGER pqjobs_job_paused_at_enqueue
 AFTER INSERT ON :"schema".pqjobs_job
-FOR EACH ROW
-WHEN (NEW.concurrency_key IS NOT NULL OR NEW.rate_key IS NOT NULL)
-EXECUTE FUNCTION :"schema".pqjobs_flow_rows();
+REFERENCING NEW TABLE AS pqjobs_new
+FOR EACH STATEMENT
+EXECUTE FUNCTION :"schema".pqjobs_flow_hold_paused();

@@ -32,7 +32,8 @@ REVOKE ALL ON FUNCTION :"schema".pqjobs_record_step(
 REVOKE ALL ON FUNCTION :"schema".pqjobs_batch_finished(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_settle() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_note_changes() FROM PUBLIC;
-REVOKE ALL ON FUNCTION :"schema".pqjobs_flow_rows() FROM PUBLIC;
+REVOKE ALL ON FUNCTION :"schema".pqjobs_flow_admit() FROM PUBLIC;
+REVOKE ALL ON FUNCTION :"schema".pqjobs_flow_hold_paused() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_flow_slot_freed() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_announce_finish() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_fair_turn() FROM PUBLIC;
