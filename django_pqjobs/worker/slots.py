@@ -107,31 +107,38 @@ def _set_async_exc(thread: threading.Thread, exc: type[BaseException] | None) ->
 
 
 class InFlight:
-    """The slots of one worker by job id; safe to use from every worker thread."""
+    """The slots of one worker by attempt (job id and attempt number); safe to use from
+    every worker thread.
+
+    By attempt, not by job: a job retried at once (``Retry(delay=0)``) can be claimed again
+    by this worker between the commit of its retry and the removal of the slot that
+    recorded it. Keyed by job, the new slot took the old one's place and was removed with
+    it: the worker no longer heartbeated the attempt running, nor counted its outcome.
+    """
 
     def __init__(self) -> None:
-        self._slots: dict[int, Slot] = {}
+        self._slots: dict[tuple[int, int], Slot] = {}
         self._lock = threading.Lock()
 
     def add(self, slot: Slot) -> None:
         with self._lock:
-            self._slots[slot.fence.job_id] = slot
+            self._slots[_attempt_of(slot)] = slot
 
     def add_all(self, slots: list[Slot]) -> None:
         with self._lock:
             for slot in slots:
-                self._slots[slot.fence.job_id] = slot
+                self._slots[_attempt_of(slot)] = slot
 
     def remove(self, slot: Slot) -> bool:
         """Forget ``slot``; False if it was not held (already removed)."""
         with self._lock:
-            return self._slots.pop(slot.fence.job_id, None) is not None
+            return self._slots.pop(_attempt_of(slot), None) is not None
 
     def remove_all(self, slots: list[Slot]) -> list[bool]:
         """Forget ``slots``; for each, whether it was held."""
         with self._lock:
             pop = self._slots.pop
-            return [pop(slot.fence.job_id, None) is not None for slot in slots]
+            return [pop(_attempt_of(slot), None) is not None for slot in slots]
 
     def snapshot(self) -> list[Slot]:
         with self._lock:
@@ -149,3 +156,7 @@ class InFlight:
 
     def __iter__(self) -> Iterator[Slot]:
         return iter(self.snapshot())
+
+
+def _attempt_of(slot: Slot) -> tuple[int, int]:
+    return (slot.fence.job_id, slot.fence.attempt)
