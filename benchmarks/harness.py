@@ -113,6 +113,58 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str]:
+    """``/proc/<pid>/stat`` from its third field (the state) on: index n is field n + 3."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2 :].split()
+
+
+def server_cpu_seconds() -> float:
+    """CPU seconds the PostgreSQL server on this machine has used so far: its postmaster's
+    own and those of its children gone (reaped into its counts), plus each living child's.
+    The whole server: benchmarks run alone on it."""
+    ((backend,),) = sql("SELECT pg_backend_pid()")
+    postmaster = int(_stat(backend)[1])
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = _stat(int(entry.name))
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == postmaster:
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    fields = _stat(postmaster)
+    total += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
+    return total / _TICK
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds used so far by process ``pid`` and every living process under it (a
+    ``run_jobs --processes N`` supervisor and its worker processes)."""
+    parents: dict[int, int] = {}
+    used: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = _stat(int(entry.name))
+        except OSError:  # gone meanwhile
+            continue
+        parents[int(entry.name)] = int(fields[1])
+        used[int(entry.name)] = int(fields[11]) + int(fields[12])
+    tree, added = {pid}, True
+    while added:
+        below = {child for child, parent in parents.items() if parent in tree} - tree
+        tree |= below
+        added = bool(below)
+    return sum(used.get(member, 0) for member in tree) / _TICK
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
