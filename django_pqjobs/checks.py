@@ -32,7 +32,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         except (ValueError, TypeError) as exc:
             errors.append(Error(str(exc), id=setting.check_id, obj="settings.PQJOBS"))
     errors.extend(_check_databases())
-    errors.extend(_check_queue_rates())
+    errors.extend(_check_per_queue_settings())
     return errors
 
 
@@ -146,24 +146,37 @@ def check_database(
     return found
 
 
-def _check_queue_rates() -> list[CheckMessage]:
-    """A rate for a queue no job goes to is most likely a typo."""
+# Settings per queue: a queue no job goes to is most likely a typo.
+_PER_QUEUE = (
+    ("QUEUE_RATES", "limits", "pqjobs.W050"),
+    ("FAIR_QUEUES", "gives a fair key to", "pqjobs.W051"),
+)
+
+
+def _check_per_queue_settings() -> list[CheckMessage]:
+    """A rate or a fair key for a queue no job goes to is most likely a typo."""
     try:
-        rates = conf.QUEUE_RATES
         known = known_queues()
     except ValueError:
-        return []  # reported by the setting's own check
-    return [
-        Warning(
-            f"PQJOBS['QUEUE_RATES'] limits the queue {queue!r}, which no job type, schedule, "
-            "DEFAULT_QUEUE, QUEUES or TASKS backend names",
-            hint=f"Known queues: {', '.join(sorted(known))}. Jobs enqueued with "
-            f"queue={queue!r} would still follow it.",
-            id="pqjobs.W050",
-            obj="settings.PQJOBS",
-        )
-        for queue in sorted(set(rates) - known)
-    ]
+        return []  # reported by the settings' own checks
+    found: list[CheckMessage] = []
+    for name, verb, check in _PER_QUEUE:
+        try:
+            per_queue = getattr(conf, name)
+        except ValueError:
+            continue  # reported by the setting's own check
+        found += [
+            Warning(
+                f"PQJOBS[{name!r}] {verb} the queue {queue!r}, which no job type, schedule, "
+                "DEFAULT_QUEUE, QUEUES or TASKS backend names",
+                hint=f"Known queues: {', '.join(sorted(known))}. Jobs enqueued with "
+                f"queue={queue!r} would still follow it.",
+                id=check,
+                obj="settings.PQJOBS",
+            )
+            for queue in sorted(set(per_queue) - known)
+        ]
+    return found
 
 
 def unknown_keys(user: dict[Any, Any]) -> list[Any]:

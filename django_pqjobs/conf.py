@@ -22,6 +22,7 @@ from django.conf import settings
 
 from . import options
 from .durations import in_words, to_seconds
+from .keys import KeyTemplate, key_template
 from .policies import make_backoff, make_delays
 from .recurrence import specs_from_setting
 
@@ -198,6 +199,20 @@ def queue_rates(value: Any, where: str) -> dict[str, options.Rate]:
     return {
         options.queue_name(queue, f"{where} key"): options.rate(spec, f"{where}[{queue!r}]")
         for queue, spec in value.items()
+    }
+
+
+def fair_queues(value: Any, where: str) -> dict[str, KeyTemplate]:
+    """``{queue: fair key}``: each queue a valid name, each key a template filled from the
+    payload (``"tenant:{tenant_id}"``) or a callable, as ``@job(fair_key=...)`` takes."""
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"{where} must be a dict of queue name -> fair key template such as "
+            f"'tenant:{{tenant_id}}', got {value!r:.120}"
+        )
+    return {
+        options.queue_name(queue, f"{where} key"): key_template(template, f"{where}[{queue!r}]")
+        for queue, template in value.items()
     }
 
 
@@ -591,6 +606,13 @@ class Settings:
         check="pqjobs.E052",
         meaning="How often workers release jobs blocked by a rate limit into a new window, "
         "and jobs blocked by a concurrency limit whose key has room.",
+    )
+    FAIR_QUEUES = Setting(
+        {},
+        fair_queues,
+        check="pqjobs.E054",
+        meaning="Per queue, the fair key of the jobs enqueued to it whose call and job type "
+        "give none: {'imports': 'tenant:{tenant_id}'} (fair claiming; {}: none).",
     )
     PRIORITY_AGING = Setting(
         {},

@@ -137,6 +137,20 @@ def key_of(
     return derive_key(template, payload, f"{where} {option}")
 
 
+def fair_key_of(
+    given: str | None, known: JobType | None, queue: str, payload: Any, where: str
+) -> str | None:
+    """A job's fair key: the one given for it, else the one its type's ``fair_key`` derives
+    from its payload, else the one its queue's (``PQJOBS['FAIR_QUEUES']``) does, else None."""
+    declared = known.fair_key if known is not None else None
+    if given is not None or declared is not None:
+        return key_of(given, declared, payload, where, "fair_key")
+    template = conf.FAIR_QUEUES.get(queue)
+    if template is None:
+        return None
+    return derive_key(template, payload, f"{where}: PQJOBS['FAIR_QUEUES'][{queue!r}]")
+
+
 def flow_of(
     job_type: str, known: JobType | None, queue: str, payload: Any, key: str | None
 ) -> Flow:
@@ -232,9 +246,7 @@ def prepare(
     sequence = key_of(
         chosen.get("sequence"), known.sequence if known else None, payload, where, "sequence"
     )
-    fair_key = key_of(
-        chosen.get("fair_key"), known.fair_key if known else None, payload, where, "fair_key"
-    )
+    fair_key = fair_key_of(chosen.get("fair_key"), known, queue, payload, where)
     key = chosen.get("dedupe_key")
     unique = [value(name) for name in specification.UNIQUENESS]
     unique_for, unique_states, unique_by = unique
@@ -750,8 +762,8 @@ def enqueue_many(
     :func:`enqueue_job`) without a key get one from their payload. All or nothing:
     the jobs are inserted in one transaction (a savepoint inside yours). Inside a
     :func:`~django_pqjobs.batch` block they join the batch (without dedupe keys).
-    ``fair_key`` gives every job that key (else each gets the key its type's ``fair_key``
-    derives from its payload).
+    ``fair_key`` gives every job that key (else each gets the key its type's ``fair_key``,
+    or its queue's in ``PQJOBS['FAIR_QUEUES']``, derives from its payload).
     """
     payload_list = list(payloads)
     if not payload_list:
@@ -801,9 +813,8 @@ def enqueue_many(
     flows = [template.flow] + [
         flow_of(job_type, known, template.queue, payload, None) for payload in payload_list[1:]
     ]
-    template_key = known.fair_key if known else None
     fair = [template.fair_key] + [
-        key_of(fair_key, template_key, payload, f"job type {job_type!r}", "fair_key")
+        fair_key_of(fair_key, known, template.queue, payload, f"job type {job_type!r}")
         for payload in payload_list[1:]
     ]
     alias = using or conf.DATABASE

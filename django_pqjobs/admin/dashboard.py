@@ -209,12 +209,19 @@ def aging_rows() -> list[tuple[str, str]]:
 
 def fair_shared(ready_with_key: dict[str, int]) -> list[dict[str, Any]]:
     """The fair-shared queues, by name: those with ready jobs that carry a fair key
-    (``ready_with_key``: how many, per queue) and those a registered job type with a
-    ``fair_key`` enqueues to (its queue, else ``PQJOBS["DEFAULT_QUEUE"]``)."""
+    (``ready_with_key``: how many, per queue), those a registered job type with a
+    ``fair_key`` enqueues to (its queue, else ``PQJOBS["DEFAULT_QUEUE"]``) and those
+    ``PQJOBS["FAIR_QUEUES"]`` names."""
     declared: dict[str, list[str]] = {}
     for job_type in registry.all():
         if job_type.fair_key is not None:
             declared.setdefault(job_type.queue or conf.DEFAULT_QUEUE, []).append(job_type.name)
+    try:
+        fair_queues = conf.FAIR_QUEUES
+    except ValueError:
+        fair_queues = {}  # reported by the setting's check
+    for queue in fair_queues:
+        declared.setdefault(queue, []).append("PQJOBS['FAIR_QUEUES']")
     return [
         {
             "queue": queue,

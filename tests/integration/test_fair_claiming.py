@@ -12,6 +12,7 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from django_pqjobs import InvalidJobOption, enqueue_job, enqueue_many, job
+from django_pqjobs.admin.dashboard import fair_shared
 from django_pqjobs.models import FairWeight, Job
 from django_pqjobs.registry import registry
 from django_pqjobs.testing import drain
@@ -158,6 +159,46 @@ def test_a_template_that_cannot_be_filled_is_refused_by_name():
             return None
 
     assert not Job.objects.exists()
+
+
+def test_a_queue_s_fair_key_applies_to_every_job_enqueued_to_it(settings):
+    settings.PQJOBS = {
+        **settings.PQJOBS,
+        "FAIR_QUEUES": {"imports": "tenant:{tenant}", "calls": lambda p: f"caller:{p['from']}"},
+    }
+
+    @job("tests.org_fair", fair_key="org:{tenant}")
+    def org_fair(ctx):
+        return None
+
+    try:
+        one = enqueue_job("tests.noop", {"tenant": 3}, queue="imports")
+        many = enqueue_many("tests.noop", [{"tenant": 1}, {"tenant": "b"}], queue="imports")
+        given = enqueue_job("tests.noop", {"tenant": 3}, queue="imports", fair_key="x")
+        own = enqueue_job("tests.org_fair", {"tenant": 3}, queue="imports")  # its type's
+        called = enqueue_job("tests.noop", {"from": "alice"}, queue="calls")
+        elsewhere = enqueue_job("tests.noop", {"tenant": 3})
+        keys = dict(Job.objects.values_list("pk", "fair_key"))
+        assert keys == {
+            one: "tenant:3",
+            many[0]: "tenant:1",
+            many[1]: "tenant:b",
+            given: "x",
+            own: "org:3",
+            called: "caller:alice",
+            elsewhere: None,
+        }
+        assert Job.objects.filter(fair_key__isnull=False, fair_turn__isnull=True).count() == 0
+        with pytest.raises(InvalidJobOption, match=r"PQJOBS\['FAIR_QUEUES'\]\['imports'\]"):
+            enqueue_job("tests.noop", {"n": 1}, queue="imports")  # no "tenant" field
+        with pytest.raises(InvalidJobOption, match="FAIR_QUEUES"):
+            enqueue_many("tests.noop", [{"tenant": 1}, {"n": 2}], queue="imports")
+        assert Job.objects.count() == 7
+        shared = {row["queue"]: row["declared_by"] for row in fair_shared({})}
+        assert shared["imports"] == ["PQJOBS['FAIR_QUEUES']"]
+        assert shared["calls"] == ["PQJOBS['FAIR_QUEUES']"]
+    finally:
+        registry.unregister("tests.org_fair")
 
 
 def test_sql_callers_pass_a_fair_key_and_bad_ones_are_refused():

@@ -294,6 +294,23 @@ def test_bad_hook_setting_fails_its_check(settings):
     assert "pqjobs.E032" in {m.id for m in run_checks()}
 
 
+def test_fair_queues_are_validated_and_unknown_queues_warned_about():
+    from django.core.checks import run_checks
+
+    def messages_for(value: object) -> dict[str, str]:
+        with override_settings(PQJOBS={"FAIR_QUEUES": value}):
+            return {m.id: m.msg for m in run_checks() if m.id and m.id.startswith("pqjobs")}
+
+    assert (
+        "'imprts'" in messages_for({"default": "tenant:{tenant}", "imprts": "t:{t}"})["pqjobs.W051"]
+    )
+    assert "next to each other" in messages_for({"default": "{a}{b}"})["pqjobs.E054"]
+    assert "must be a dict of queue name" in messages_for(["default"])["pqjobs.E054"]
+    assert "non-empty string" in messages_for({"": "t:{t}"})["pqjobs.E054"]
+    with override_settings(PQJOBS={"FAIR_QUEUES": {"default": lambda payload: "k"}}):
+        assert callable(conf.FAIR_QUEUES["default"])
+
+
 def test_queue_rates_are_validated_and_unknown_queues_warned_about():
     from django.core.checks import run_checks
 
