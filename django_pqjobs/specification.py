@@ -81,6 +81,14 @@ def _upgrade(value: object, what: str) -> Any:
     return value
 
 
+def _task_fair_key(value: object, what: str) -> Any:
+    """A task's fair key: a key, or a function of the task's arguments returning one (or
+    None: the queue's, ``PQJOBS['FAIR_QUEUES']``, if any)."""
+    if callable(value):
+        return value
+    return flow_key(value, what)
+
+
 def _task_dedupe_key(value: object, what: str) -> Any:
     """A task's key: a string, or a function of the task's arguments returning one (or None)."""
     if callable(value):
@@ -152,7 +160,14 @@ OPTIONS: dict[str, Option] = {
             "type",
             setting="SEQUENCE_ON_FAILURE",
         ),
-        _option("fair_key", flow_key, "type", "call", read_at=(("type", key_template),)),
+        _option(
+            "fair_key",
+            flow_key,
+            "type",
+            "call",
+            "task",
+            read_at=(("type", key_template), ("task", _task_fair_key)),
+        ),
         _option("atomic", _flag, "type"),
         _option("encrypted", _encrypted, "type"),
         _option("version", _version, "type"),

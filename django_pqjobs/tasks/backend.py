@@ -145,9 +145,11 @@ class PQJobsBackend(_FrameworkBackend):
             clean_args, clean_kwargs = normalize_arguments(path, args, kwargs)
         else:  # typed arguments in their JSON form first; all of them must be JSON then
             clean_args, clean_kwargs = normalize_arguments(path, *typed.dump(path, args, kwargs))
-        dedupe_key = bound.options.dedupe_key
+        dedupe_key, fair_key = bound.options.dedupe_key, bound.options.fair_key
         if callable(dedupe_key):
             dedupe_key = dedupe_key(*args, **kwargs)
+        if callable(fair_key):
+            fair_key = fair_key(*args, **kwargs)
         job = prepare(
             path,
             payload.build(self.alias, clean_args, clean_kwargs),
@@ -155,6 +157,7 @@ class PQJobsBackend(_FrameworkBackend):
             priority=task.priority,
             run_after=_aware(task.run_after),
             dedupe_key=dedupe_key,
+            fair_key=fair_key,
         )
         return job, clean_args, clean_kwargs
 

@@ -19,12 +19,16 @@ from ..policies import BackoffPolicy
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-DedupeKey = str | Callable[..., str | None]
+# A key given to a task: a string, or a function of the task's arguments returning one.
+TaskKey = str | Callable[..., str | None]
 
 # The keys of a backend's OPTIONS and the task option each sets a default for. There is no
-# backend-wide dedupe key: a key only means something for one task.
+# backend-wide dedupe or fair key: a key only means something for one task (a queue's fair
+# key is PQJOBS["FAIR_QUEUES"]).
 BACKEND_OPTIONS = {
-    name.upper(): name for name in specification.names_at("task") if name != "dedupe_key"
+    name.upper(): name
+    for name in specification.names_at("task")
+    if name not in ("dedupe_key", "fair_key")
 }
 
 _DECLARED = "pqjobs_task_options"
@@ -39,7 +43,7 @@ class TaskOptions:
     backoff: BackoffPolicy | None = None
     isolation: Isolation | None = None
     memory_limit: int | None = None
-    dedupe_key: DedupeKey | None = None
+    dedupe_key: TaskKey | None = None
     dedupe: Dedupe | None = None
     unique_for: float | None = None
     unique_states: int | None = None
@@ -47,6 +51,7 @@ class TaskOptions:
     debounce: float | None = None
     debounce_max: float | None = None
     expires_in: float | None = None
+    fair_key: TaskKey | None = None
 
     def given(self) -> dict[str, Any]:
         """The options set here."""
@@ -111,7 +116,9 @@ def task_options(**options: Any) -> Callable[[F], F]:
     ``"replace"``, ``"error"``) and the unique-job options ``unique_for``,
     ``unique_states``, ``unique_by``, ``debounce`` and ``debounce_max`` (as ``@job``'s: a
     task given no key gets one from its arguments), and ``expires_in`` (a deadline that
-    long after the task is due: not started by then, it ends expired, its result FAILED).
+    long after the task is due: not started by then, it ends expired, its result FAILED),
+    and ``fair_key`` (a key, or a function called with the task's arguments that returns
+    the key workers take turns by, or None: see fair claiming).
     On Django 6.1+ and with the backport the same keywords can be given to ``@task(...)``
     itself, and win over these. Bad values raise :class:`~django_pqjobs.InvalidJobOption` at once.
     """

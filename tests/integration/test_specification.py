@@ -31,7 +31,10 @@ def test_each_place_takes_exactly_the_options_declared_for_it():
     )
     assert set(specification.names_at("call")) == set(get_type_hints(enqueue.EnqueueOptions))
     assert set(specification.names_at("task")) == {f.name for f in fields(TaskOptions)}
-    assert set(BACKEND_OPTIONS.values()) == set(specification.names_at("task")) - {"dedupe_key"}
+    assert set(BACKEND_OPTIONS.values()) == set(specification.names_at("task")) - {
+        "dedupe_key",
+        "fair_key",
+    }
     # every declared option a type may set is a field of the registered JobType
     job_type_fields = set(registry.JobType.__dataclass_fields__)
     assert set(specification.names_at("type")) <= job_type_fields

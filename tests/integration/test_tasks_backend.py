@@ -398,6 +398,26 @@ def test_dedupe_key_option_skips_or_refuses_duplicates(tasks):
         strict.enqueue()
 
 
+def test_fair_key_option_gives_a_task_call_its_key(tasks, settings):
+    fw = family_of(tasks)
+    by_order = fw.task(fair_key=lambda order_id: f"tenant:{order_id % 2}")(module_level_function)
+    literal = fw.task(fair_key="imports")(other_function)
+    ids = [int(by_order.enqueue(order_id=n).id) for n in (1, 2)] + [int(literal.enqueue().id)]
+    keys = dict(Job.objects.filter(pk__in=ids).values_list("pk", "fair_key"))
+    assert keys == {ids[0]: "tenant:1", ids[1]: "tenant:0", ids[2]: "imports"}
+    assert not Job.objects.filter(pk__in=ids, fair_turn__isnull=True).exists()  # turns given
+    invalid = getattr(fw.exceptions, "InvalidTask", None) or fw.exceptions.InvalidTaskError
+    with pytest.raises(invalid, match="fair_key must not contain control characters"):
+        fw.task(fair_key="bad\x07key")(expiring_function)
+    # a task without one takes its queue's, a function of its call
+    settings.PQJOBS = {
+        **settings.PQJOBS,
+        "FAIR_QUEUES": {"default": lambda p: f"tenant:{p['kwargs']['order_id']}"},
+    }
+    plain = fw.task()(unique_function)
+    assert Job.objects.get(pk=int(plain.enqueue(order_id=7).id)).fair_key == "tenant:7"
+
+
 def test_a_unique_task_is_one_job_per_arguments_and_window(tasks):
     fw = family_of(tasks)
     unique = fw.task(unique_for="1h")(unique_function)
