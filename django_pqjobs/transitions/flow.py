@@ -14,6 +14,9 @@ from ..sql import queries
 from .cursors import cursor_of
 
 QUERIES = queries("flow")
+# The most ready jobs a pause blocks in its own transaction (a second or less of work); the
+# claims hold the rest of a bigger backlog as they meet it.
+HOLD_AT_PAUSE = 20_000
 
 
 # --- flow control: blocked → ready -------------------------------------------------------
@@ -51,7 +54,7 @@ def pause(alias: str, kind: str, name: str, paused_by: str = "") -> bool:
         cursor.execute(QUERIES["pause"], [kind, name, paused_by])
         if cursor.fetchone() is None:
             return False
-        cursor.execute(QUERIES["hold_paused"], {"kind": kind, "name": name})
+        cursor.execute(QUERIES["hold_paused"], {"kind": kind, "name": name, "most": HOLD_AT_PAUSE})
         return True
 
 

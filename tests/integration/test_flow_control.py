@@ -241,6 +241,18 @@ def test_pause_holds_a_queue_and_a_type_and_resume_releases_them():
     assert [j.id for j in claim_jobs(DB, "w", None, 10).jobs] == [other]
 
 
+def test_a_pause_holds_so_many_jobs_at_once_and_the_claims_hold_the_rest(monkeypatch):
+    from django_pqjobs.transitions import flow as flow_transitions
+
+    monkeypatch.setattr(flow_transitions, "HOLD_AT_PAUSE", 2)
+    ids = enqueue_many("tests.noop", [{}] * 5, queue="backlog")
+    assert flow.pause_queue("backlog")
+    assert statuses(ids) == {"blocked": 2, "ready": 3}
+    batch = claim_jobs(DB, "w", None, 10)
+    assert batch.jobs == [] and batch.blocked == 3
+    assert statuses(ids) == {"blocked": 5}
+
+
 def test_held_summary_names_what_holds_jobs_back():
     enqueue_many("tests.limited", [{"k": "h"}] * 4)
     claim_jobs(DB, "w", None, 10)

@@ -106,7 +106,9 @@ VALUES (%s, %s, now(), %s) ON CONFLICT (kind, name) DO NOTHING RETURNING id
 
 -- name: hold_paused
 -- In the pause's transaction: its ready jobs leave the claim order now (a job a claim holds
--- locked right now is that claim's; it starts, as it would a moment before the pause).
+-- locked right now is that claim's; it starts, as it would a moment before the pause). At
+-- most %(most)s, so a pause stays quick: a bigger backlog's rest is held by the claims that
+-- meet it, a thousand per statement.
 WITH held AS (
     UPDATE pqjobs_job AS j
     SET status = 'blocked', blocked_by = 'paused', updated_at = now()
@@ -114,6 +116,7 @@ WITH held AS (
         SELECT id FROM pqjobs_job
         WHERE status = 'ready'
           AND CASE %(kind)s WHEN 'queue' THEN queue ELSE job_type END = %(name)s
+        LIMIT %(most)s
         FOR UPDATE SKIP LOCKED
     )
     RETURNING 1
