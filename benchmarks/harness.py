@@ -122,47 +122,44 @@ def _stat(pid: int) -> list[str]:
     return text[text.rindex(")") + 2 :].split()
 
 
+def _processes() -> dict[int, tuple[int, int, int]]:
+    """Every living process: pid -> (parent pid, its own CPU ticks, the CPU ticks of its
+    children gone and reaped)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = _stat(int(entry.name))
+        except OSError:  # gone meanwhile
+            continue
+        own = int(fields[11]) + int(fields[12])  # utime, stime
+        found[int(entry.name)] = (int(fields[1]), own, int(fields[13]) + int(fields[14]))
+    return found
+
+
 def server_cpu_seconds() -> float:
     """CPU seconds the PostgreSQL server on this machine has used so far: its postmaster's
     own and those of its children gone (reaped into its counts), plus each living child's.
     The whole server: benchmarks run alone on it."""
     ((backend,),) = sql("SELECT pg_backend_pid()")
-    postmaster = int(_stat(backend)[1])
-    total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = _stat(int(entry.name))
-        except OSError:  # gone meanwhile
-            continue
-        if int(fields[1]) == postmaster:
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-    fields = _stat(postmaster)
-    total += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
-    return total / _TICK
+    processes = _processes()
+    postmaster = processes[backend][0]
+    _, own, reaped = processes[postmaster]
+    children = sum(ticks for parent, ticks, _ in processes.values() if parent == postmaster)
+    return (own + reaped + children) / _TICK
 
 
 def tree_cpu_seconds(pid: int) -> float:
     """CPU seconds used so far by process ``pid`` and every living process under it (a
     ``run_jobs --processes N`` supervisor and its worker processes)."""
-    parents: dict[int, int] = {}
-    used: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = _stat(int(entry.name))
-        except OSError:  # gone meanwhile
-            continue
-        parents[int(entry.name)] = int(fields[1])
-        used[int(entry.name)] = int(fields[11]) + int(fields[12])
+    processes = _processes()
     tree, added = {pid}, True
     while added:
-        below = {child for child, parent in parents.items() if parent in tree} - tree
+        below = {child for child, (parent, _, _) in processes.items() if parent in tree} - tree
         tree |= below
         added = bool(below)
-    return sum(used.get(member, 0) for member in tree) / _TICK
+    return sum(processes[member][1] for member in tree if member in processes) / _TICK
 
 
 def percentile(values: list[float], p: float) -> float:

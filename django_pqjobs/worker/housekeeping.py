@@ -235,8 +235,9 @@ def vacuum_if_needed(alias: str) -> bool:
 
 
 # Whether any job waits for a rate window (pqjobs_job_blocked_rate holds exactly those and
-# the jobs of rate-limited keys held otherwise): every worker asks twice a second, and the
-# release itself is a transaction of three statements.
+# the jobs of rate-limited keys held otherwise), and whether any waits for a slot of its
+# concurrency key (pqjobs_job_blocked_key): every worker asks twice a second, and each
+# release is a transaction of its own statements, run only for what waits.
 _ANY_FLOW_BLOCKED = """
     SELECT EXISTS (SELECT 1 FROM pqjobs_job WHERE status = 'blocked' AND rate_key IS NOT NULL),
            EXISTS (SELECT 1 FROM pqjobs_job

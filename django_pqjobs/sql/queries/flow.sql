@@ -109,19 +109,15 @@ VALUES (%s, %s, now(), %s) ON CONFLICT (kind, name) DO NOTHING RETURNING id
 -- locked right now is that claim's; it starts, as it would a moment before the pause). At
 -- most %(most)s, so a pause stays quick: a bigger backlog's rest is held by the claims that
 -- meet it, a thousand per statement.
-WITH held AS (
-    UPDATE pqjobs_job AS j
-    SET status = 'blocked', blocked_by = 'paused', updated_at = now()
-    WHERE j.id IN (
-        SELECT id FROM pqjobs_job
-        WHERE status = 'ready'
-          AND CASE %(kind)s WHEN 'queue' THEN queue ELSE job_type END = %(name)s
-        LIMIT %(most)s
-        FOR UPDATE SKIP LOCKED
-    )
-    RETURNING 1
+UPDATE pqjobs_job AS j
+SET status = 'blocked', blocked_by = 'paused', updated_at = now()
+WHERE j.id IN (
+    SELECT id FROM pqjobs_job
+    WHERE status = 'ready'
+      AND CASE %(kind)s WHEN 'queue' THEN queue ELSE job_type END = %(name)s
+    LIMIT %(most)s
+    FOR UPDATE SKIP LOCKED
 )
-SELECT count(*) FROM held
 
 -- name: resume
 DELETE FROM pqjobs_pause WHERE kind = %s AND name = %s RETURNING id
