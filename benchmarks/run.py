@@ -21,6 +21,7 @@ ORDER = [
     "baseline",
     "drain",
     "scale",
+    "history",
     "processes",
     "enqueue",
     "uniqueness",
@@ -56,6 +57,7 @@ def main() -> int:
         enqueue,
         fairness,
         flow,
+        history,
         latency,
         memory,
         metrics,
@@ -73,6 +75,7 @@ def main() -> int:
     modules = {
         "baseline": baseline,
         "drain": drain,
+        "history": history,
         "enqueue": enqueue,
         "uniqueness": uniqueness,
         "sequences": sequences,

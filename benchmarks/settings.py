@@ -15,6 +15,7 @@ PQJOBS = {
     # measuring window, which counts the jobs finished in that window
     "RETENTION": {"done": 90, "failed": 3600, "cancelled": 3600},
     "PRUNE_INTERVAL": 10,
+    "HISTORY_AFTER": 600,  # the default (the test settings turn it off)
 }
 # No receivers of the Tasks frameworks' signals, as in a project that has none.
 TASKS_TEST_RECORD_SIGNALS = False

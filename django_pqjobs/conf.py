@@ -588,6 +588,13 @@ class Settings:
         check="pqjobs.E030",
         meaning="Age after which done / failed / cancelled jobs are deleted (None: never).",
     )
+    HISTORY_AFTER = Setting(
+        600,
+        optional_positive_seconds,
+        check="pqjobs.E038",
+        meaning="Age after which a finished job leaves the hot table for its history "
+        "partition (None: never).",
+    )
     PAYLOAD_MAX_BYTES = Setting(
         256 * 1024,
         positive_int,

@@ -312,11 +312,12 @@ _COLUMNS = (
     "timeout_seconds, dedupe_key, parent_id, schedule_id, last_error, error_type, created_at, "
     "updated_at"
 )
-# The unique index of dedupe keys (sql/schema/uniqueness.sql): its columns and predicate,
-# and the end of the window a unique_for job is enqueued in (as pqjobs_enqueue() has it).
+# The unique index of dedupe keys (sql/schema/uniqueness.sql): its columns (with the shelf, a
+# partitioned table's key) and predicate, and the end of the window a unique_for job is
+# enqueued in (as pqjobs_enqueue() has it).
 _HELD = held_by_key()
 _ON_CONFLICT = (
-    "ON CONFLICT (job_type, dedupe_key, (COALESCE(unique_until, 'infinity'::timestamptz))) "
+    "ON CONFLICT (job_type, dedupe_key, (COALESCE(unique_until, 'infinity'::timestamptz)), shelf) "
     f"WHERE {_HELD} DO NOTHING"
 )
 _WINDOW_END = "to_timestamp((floor(extract(epoch FROM now())::double precision / {p}) + 1) * {p})"

@@ -433,7 +433,9 @@ class JobAttempt(models.Model):
     """One attempt of a job that did not succeed. Every failure is kept, not only the last."""
 
     id = models.BigAutoField(primary_key=True)
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="failed_attempts")
+    job = models.ForeignKey(
+        Job, on_delete=models.CASCADE, db_constraint=False, related_name="failed_attempts"
+    )
     attempt = models.IntegerField()
     worker_id = models.CharField(max_length=NAME_MAX_LENGTH, blank=True, default="")
     started_at = Timestamp(null=True, blank=True)
@@ -765,7 +767,9 @@ class Step(models.Model):
     ends (``wake_at``) and whether it is over (``finished_at``)."""
 
     id = models.BigAutoField(primary_key=True)
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="steps")
+    job = models.ForeignKey(
+        Job, on_delete=models.CASCADE, db_constraint=False, related_name="steps"
+    )
     name = models.CharField(max_length=NAME_MAX_LENGTH)
     kind = models.CharField(max_length=8, choices=StepKind.choices)
     result = models.JSONField(encoder=DjangoJSONEncoder, null=True, blank=True)
@@ -800,7 +804,9 @@ class Signal(models.Model):
     One per job and name: a second send of it changes nothing."""
 
     id = models.BigAutoField(primary_key=True)
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="signals")
+    job = models.ForeignKey(
+        Job, on_delete=models.CASCADE, db_constraint=False, related_name="signals"
+    )
     name = models.CharField(max_length=NAME_MAX_LENGTH)
     payload = models.JSONField(encoder=DjangoJSONEncoder, null=True, blank=True)
     sent_at = Timestamp(db_default=Now())

@@ -39,18 +39,18 @@ _DEPTH = """
 SELECT queue, job_type, 'ready', NULL, count(*), count(*) FILTER (WHERE run_after <= now()),
        extract(epoch FROM now())
        - extract(epoch FROM min(run_after) FILTER (WHERE run_after <= now()))
-FROM pqjobs_job WHERE status = 'ready' GROUP BY queue, job_type
+FROM pqjobs_job WHERE shelf = 'hot' AND status = 'ready' GROUP BY queue, job_type
 UNION ALL
 SELECT queue, job_type, 'blocked', blocked_by, count(*), 0,
        extract(epoch FROM now())
        - extract(epoch FROM min(run_after) FILTER (WHERE run_after <= now()))
-FROM pqjobs_job WHERE status = 'blocked' GROUP BY queue, job_type, blocked_by
+FROM pqjobs_job WHERE shelf = 'hot' AND status = 'blocked' GROUP BY queue, job_type, blocked_by
 UNION ALL
 SELECT queue, job_type, 'waiting', NULL, count(*), 0, NULL
-FROM pqjobs_job WHERE status = 'waiting' GROUP BY queue, job_type
+FROM pqjobs_job WHERE shelf = 'hot' AND status = 'waiting' GROUP BY queue, job_type
 UNION ALL
 SELECT queue, job_type, 'running', NULL, count(*), 0, NULL
-FROM pqjobs_job WHERE status = 'running' GROUP BY queue, job_type
+FROM pqjobs_job WHERE shelf = 'hot' AND status = 'running' GROUP BY queue, job_type
 UNION ALL
 SELECT queue, job_type, 'failed', NULL, count(*), 0, NULL FROM (
     SELECT queue, job_type FROM pqjobs_job WHERE status = 'failed' ORDER BY id DESC LIMIT %s

@@ -6,15 +6,16 @@ permission. On PostgreSQL a ``TRUNCATE`` gives each table and each of its indexe
 measured here at ~0.28 s a test, about a third of each CI line. A test leaves a few rows
 behind, which ``DELETE`` removes in a fraction of that.
 
-So: tables of at most ``SMALL_BYTES`` are emptied with ``DELETE``, larger ones (a test's
-thousands of jobs, or the dead rows earlier ``DELETE`` left, since nothing vacuums them) are
-truncated, which also keeps every table near empty for the planner and the vacuum checks.
-The deletes run with ``session_replication_role = replica``, so pqjobs' triggers and
-foreign-key checks do not fire on rows that are going anyway. Content types and
-permissions are kept as migrate made them, which is what the flush's ``post_migrate``
-would recreate, and their cache is cleared, as that ``post_migrate`` clears it. Anything
-else (``available_apps``, ``serialized_rollback``, ``reset_sequences``, another database
-vendor, a role that may not set the replication role) gets Django's own flush.
+So: tables of at most ``SMALL_BYTES`` (their partitions' bytes counted) are emptied with
+``DELETE``, larger ones (a test's thousands of jobs, or the dead rows earlier ``DELETE``
+left, since nothing vacuums them) are truncated, which also keeps every table near empty for
+the planner and the vacuum checks. The deletes run with ``session_replication_role =
+replica``, so pqjobs' triggers and foreign-key checks do not fire on rows that are going
+anyway. Content types and permissions are kept as migrate made them, which is what the
+flush's ``post_migrate`` would recreate, and their cache is cleared, as that
+``post_migrate`` clears it. Anything else (``available_apps``, ``serialized_rollback``,
+``reset_sequences``, another database vendor, a role that may not set the replication role)
+gets Django's own flush.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ SMALL_BYTES = 8 * 8192  # eight pages
 KEPT = frozenset({"django_content_type", "auth_permission"})
 
 _SIZES = """
-SELECT c.relname, pg_relation_size(c.oid) <= %s
+SELECT c.relname,
+       pg_relation_size(c.oid)
+       + coalesce((SELECT sum(pg_relation_size(t.relid)) FROM pg_partition_tree(c.oid) t
+                   WHERE t.relid <> c.oid), 0) <= %s
 FROM pg_class c
 WHERE c.relkind IN ('r', 'p') AND c.relname = ANY(%s) AND pg_table_is_visible(c.oid)
 """

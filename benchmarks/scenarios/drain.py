@@ -17,8 +17,12 @@ from ..harness import Result, reset_tables, sql, worker_process
 TARGET = 10_000
 
 
-def drain_rate(jobs: int, *flags: str, launcher: str = "django") -> tuple[float, dict]:
-    with worker_process("--concurrency", "4", "--burst", *flags, launcher=launcher) as process:
+def drain_rate(
+    jobs: int, *flags: str, launcher: str = "django", env: dict[str, str] | None = None
+) -> tuple[float, dict]:
+    with worker_process(
+        "--concurrency", "4", "--burst", *flags, launcher=launcher, env=env
+    ) as process:
         process.wait(600)
         code = process.returncode
     (rate, done, complete) = sql(

@@ -44,6 +44,7 @@ SCHEMA_FILES = (
     "schema/composition.sql",
     "schema/workflows.sql",
     "schema/fairness.sql",
+    "schema/history.sql",
     "schema/privileges.sql",
 )
 PLACEHOLDER = ':"schema".'

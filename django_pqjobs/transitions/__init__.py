@@ -33,6 +33,11 @@
     running ──cancel──► running with a cancel request (the handler sees it)
     any status but running ──delete_unless_running──► (deleted, with its history)
 
+    Where a finished job is kept (its status unchanged; ``history``):
+    done / failed / cancelled / expired ──shelve (HISTORY_AFTER later)──► the same, in the
+                                    history partition of its status and days
+    failed / cancelled / expired (shelved) ──unshelve (before Retry, Skip)──► the same, hot
+
 [db]: taken by the database's triggers at the commit that causes it, so they follow every
 path a job takes (worker, rescue, admin, SQL); they are written in ``sql/schema/``.
 
@@ -40,7 +45,7 @@ The modules, by concern: ``claim`` (ready → running, and → blocked), ``attem
 of an attempt, release, rescue), ``operator`` (cancel, requeue, run now, force release,
 delete, skip), ``deadlines`` (into expired), ``flow`` (out of blocked, pause and resume),
 ``dependencies`` (waiting), ``workflows`` (parked and woken), ``aging`` (a waiting job's
-priority raised).
+priority raised), ``history`` (finished jobs to their history partitions and back).
 Transitions out of ``running`` are *fenced* on ``(id, locked_by, attempts)``, the
 :class:`Fence` of the attempt: a worker that lost its job (rescued and claimed again
 elsewhere) cannot overwrite the newer outcome. The database clock (``now()``) is the only

@@ -14,9 +14,11 @@ from ..serialization import storable_error
 from ..sql import queries
 from .cursors import cursor_of
 from .fence import Fence
+from .history import unshelve
 
 QUERIES = queries("operator")
-_DEDUPE_INDEX = "pqjobs_job_unique_key"
+# (the hot table's part of the unique index of dedupe keys: a job changes status there)
+_DEDUPE_INDEX = "pqjobs_job_hot_unique_key"
 _KEY_RACE_TRIES = 3
 
 
@@ -52,7 +54,8 @@ def skip_many(alias: str, job_ids: Sequence[int]) -> list[int]:
     """failed → cancelled (Skip): the jobs that halt on a failed job (the rest of its
     sequence) go on, settled by the database at commit. Other statuses are left alone;
     returns the ids skipped."""
-    with cursor_of(alias) as cursor:
+    with transaction.atomic(using=alias), cursor_of(alias) as cursor:
+        unshelve(cursor, job_ids, ("failed",))
         cursor.execute(QUERIES["skip"], [list(job_ids)])
         return sorted(int(r[0]) for r in cursor.fetchall())
 
@@ -134,6 +137,7 @@ def requeue_many(alias: str, job_ids: Sequence[int]) -> list[Requeued]:
     (retried too) waits for them again (``waiting``); finished ones count as satisfied.
     """
     with transaction.atomic(using=alias), cursor_of(alias) as cursor:
+        unshelve(cursor, job_ids, ("failed", "cancelled", "expired"))
         rows = _requeue(alias, cursor, job_ids)
         _wait_again(cursor, [r.job_id for r in rows])
         notify_jobs(cursor, [r.job_id for r in rows])

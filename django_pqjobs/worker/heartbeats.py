@@ -19,7 +19,8 @@ _HEARTBEAT = """
 UPDATE pqjobs_job AS j
 SET heartbeat_at = now()
 FROM unnest(%s::bigint[], %s::int[]) AS t(id, attempt)
-WHERE j.id = t.id AND j.status = 'running' AND j.locked_by = %s AND j.attempts = t.attempt
+WHERE j.shelf = 'hot' AND j.id = t.id AND j.status = 'running' AND j.locked_by = %s
+  AND j.attempts = t.attempt
 RETURNING j.id, j.cancel_requested_at IS NOT NULL
 """
 

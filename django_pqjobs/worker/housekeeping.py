@@ -9,13 +9,14 @@ from __future__ import annotations
 import logging
 import time
 
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 
 from .. import audit, endings, transitions
 from ..conf import Aging, conf
 from ..notify import notify_queues
 from ..printable import counted, printable
 from ..statuses import FINISHED_STATUSES
+from ..transitions import history
 
 logger = logging.getLogger("django_pqjobs")
 
@@ -90,7 +91,8 @@ def reap_stale(
 _PRUNE = """
 WITH doomed AS (
     SELECT id FROM pqjobs_job
-    WHERE status = %(status)s AND finished_at < now() - make_interval(secs => %(age)s)
+    WHERE shelf = 'hot' AND status = %(status)s
+      AND finished_at < now() - make_interval(secs => %(age)s)
     ORDER BY finished_at
     LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
@@ -119,14 +121,24 @@ WHERE b.finished_at < now() - make_interval(secs => %(age)s)
 def prune(
     alias: str, retention: dict[str, float | None], batch: int = 5000, max_batches: int = 1000
 ) -> dict[str, int]:
-    """Delete finished jobs older than their status's retention, in short batches, with
-    their attempt history and dependency edges."""
+    """Delete finished jobs older than their status's retention, with their attempt history
+    and dependency edges: the history partitions whose whole day is past it are dropped,
+    the hot table's jobs deleted in short batches. (A shelved job is kept until its day's
+    partition goes: up to a day past its retention.)"""
     deleted: dict[str, int] = {}
     for status in RETAINED:
         age = retention.get(status)
         deleted[status] = 0
         if age is None:
             continue
+        try:
+            deleted[status] += history.drop_expired(alias, status, age)
+        except DatabaseError as exc:
+            # lock_timeout (a long transaction on pqjobs_job: the next prune tries again),
+            # or a role not granted pqjobs_history_drop(): the hot table is pruned anyway
+            logger.warning(
+                "history partitions of %s jobs not dropped: %s", status, printable(str(exc))
+            )
         for _ in range(max_batches):
             with connections[alias].cursor() as cursor:
                 cursor.execute(_PRUNE, {"status": status, "age": float(age), "batch": batch})
@@ -176,6 +188,36 @@ def prune_sequences(alias: str, batch: int = 5000, max_batches: int = 100) -> in
     return deleted
 
 
+def shelved_statuses(retention: dict[str, float | None]) -> list[str]:
+    """The finished statuses whose jobs go to history partitions: those kept at least a day
+    (a partition holds a day; the others are pruned from the hot table)."""
+    return [
+        status
+        for status in RETAINED
+        if retention.get(status) is None
+        or float(retention[status] or 0) >= history.SHORTEST_SHELVED
+    ]
+
+
+def shelve_finished(alias: str, retention: dict[str, float | None] | None = None) -> dict[str, int]:
+    """Move the jobs finished ``PQJOBS['HISTORY_AFTER']`` ago from the hot table to their
+    history partitions (made as needed, and a day ahead), for the statuses ``retention``
+    (``PQJOBS['RETENTION']``) keeps at least a day. Returns the jobs moved per status;
+    nothing while HISTORY_AFTER is None."""
+    after = conf.HISTORY_AFTER
+    if after is None:
+        return {}
+    if retention is None:
+        retention = conf.RETENTION
+    moved = {
+        status: history.shelve(alias, status, float(after), retention.get(status))
+        for status in shelved_statuses(retention)
+    }
+    if any(moved.values()):
+        logger.info("moved finished jobs to history partitions: %s", moved)
+    return moved
+
+
 def prune_finished(alias: str) -> dict[str, int]:
     """Prune by ``PQJOBS['RETENTION']`` and the audit trail by ``PQJOBS['AUDIT_RETENTION']``,
     then vacuum if autovacuum is off for the tables. Returns the jobs deleted per status."""
@@ -205,12 +247,13 @@ SELECT s.n_dead_tup, s.n_live_tup,
        current_setting('autovacuum')::boolean
        AND NOT coalesce('autovacuum_enabled=false' = ANY(c.reloptions), false)
 FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-WHERE s.relid = 'pqjobs_job'::regclass
+WHERE s.relid = 'pqjobs_job_hot'::regclass
 """
 
 
 def vacuum_if_needed(alias: str) -> bool:
-    """VACUUM the job tables when autovacuum is off for them and dead rows piled up.
+    """VACUUM the job tables' hot partitions when autovacuum is off for them and dead rows
+    piled up (history partitions are only ever added to, and dropped whole).
 
     Every job leaves dead row versions behind (claim, completion, pruning); without
     autovacuum nothing reclaims them and the table and its indexes grow for ever. Returns
@@ -228,7 +271,7 @@ def vacuum_if_needed(alias: str) -> bool:
         if not cursor.fetchone()[0]:
             return False
         try:
-            cursor.execute("VACUUM (ANALYZE) pqjobs_job, pqjobs_attempt")
+            cursor.execute("VACUUM (ANALYZE) pqjobs_job_hot, pqjobs_attempt_hot")
         finally:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [VACUUM_LOCK_KEY])
     return True
@@ -239,9 +282,10 @@ def vacuum_if_needed(alias: str) -> bool:
 # concurrency key (pqjobs_job_blocked_key): every worker asks twice a second, and each
 # release is a transaction of its own statements, run only for what waits.
 _ANY_FLOW_BLOCKED = """
-    SELECT EXISTS (SELECT 1 FROM pqjobs_job WHERE status = 'blocked' AND rate_key IS NOT NULL),
+    SELECT EXISTS (SELECT 1 FROM pqjobs_job
+                   WHERE shelf = 'hot' AND status = 'blocked' AND rate_key IS NOT NULL),
            EXISTS (SELECT 1 FROM pqjobs_job
-                   WHERE status = 'blocked' AND concurrency_key IS NOT NULL
+                   WHERE shelf = 'hot' AND status = 'blocked' AND concurrency_key IS NOT NULL
                      AND blocked_by = 'limit')
 """
 

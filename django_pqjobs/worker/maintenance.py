@@ -1,8 +1,8 @@
 """The maintenance thread: the periodic work beside the executors.
 
 Heartbeats (and the cancel requests they bring back), stale-job rescue, the expiry of jobs
-past their deadline, retention pruning, the scheduler pass and priority aging, each on its
-own interval.
+past their deadline, retention pruning, moving finished jobs to history, the scheduler
+pass and priority aging, each on its own interval.
 It survives database outages: a step that fails is logged and tried again at its next turn.
 """
 
@@ -28,6 +28,7 @@ from .housekeeping import (
     prune_finished,
     reap_stale,
     release_flow_blocked,
+    shelve_finished,
     wake_parked,
 )
 from .slots import InFlight
@@ -37,6 +38,7 @@ logger = logging.getLogger("django_pqjobs")
 OUTAGE_REPORT_INTERVAL = 60.0
 AGING_SWEEP_INTERVAL = 5.0
 AGING_SWEEP_MIN_INTERVAL = 0.5
+SHELVE_INTERVAL = 60.0
 
 
 def aging_interval(aging: dict[str, Aging]) -> float | None:
@@ -62,6 +64,7 @@ class Intervals:
     pause_check: float | None = 1.0
     expire: float | None = 1.0
     aging: float | None = AGING_SWEEP_INTERVAL
+    shelve: float | None = SHELVE_INTERVAL
 
 
 class Periodic:
@@ -92,6 +95,7 @@ class Maintenance(threading.Thread):
         "heartbeat",
         "rescue",
         "prune",
+        "shelve_history",
         "schedule",
         "release_flow_blocked",
         "watch_pauses",
@@ -113,13 +117,17 @@ class Maintenance(threading.Thread):
             "heartbeat": intervals.heartbeat,
             "rescue": intervals.rescue,
             "prune": intervals.prune,
+            "shelve_history": intervals.shelve,
             "schedule": intervals.schedule,
             "release_flow_blocked": intervals.flow_sweep,
             "watch_pauses": intervals.pause_check,
             "expire": intervals.expire,
             "age_priorities": intervals.aging,
         }
-        first_delay = {"prune": min(60.0, intervals.heartbeat * 6)}
+        first_delay = {
+            "prune": min(60.0, intervals.heartbeat * 6),
+            "shelve_history": min(60.0, intervals.heartbeat * 6),
+        }
         self.tasks = [
             Periodic(every[name], getattr(self, name), first_delay=first_delay.get(name, 0.0))
             for name in self.STEPS
@@ -222,6 +230,10 @@ class Maintenance(threading.Thread):
 
     def prune(self) -> None:
         prune_finished(self.alias)
+
+    def shelve_history(self) -> None:
+        """Move the jobs finished HISTORY_AFTER ago to their history partitions."""
+        shelve_finished(self.alias)
 
     def schedule(self) -> None:
         """Sync declared schedules (first time), then enqueue the due ones."""

@@ -134,6 +134,7 @@ def test_prune_jobs_prints_by_verbosity():
         "cancelled: deleted 0 (older than 7 days)",
         "expired: deleted 0 (older than 7 days)",
         "batches: deleted 0 (finished, no job left)",
+        "history: not moved (PQJOBS['HISTORY_AFTER'] is None)",
         "sequences: forgot 0 (their last job is gone)",
         "operator actions: deleted 1 (older than 365 days)",
     ]

@@ -17,7 +17,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def _size(table: str) -> int:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_relation_size(%s::regclass)", [table])
+        cursor.execute(
+            "SELECT pg_relation_size(%s::regclass) + coalesce((SELECT sum(pg_relation_size(relid)) "
+            "FROM pg_partition_tree(%s::regclass)), 0)",
+            [table, table],
+        )
         return int(cursor.fetchone()[0])
 
 

@@ -391,6 +391,7 @@ INTERNAL_FUNCTIONS = (
     "SELECT pqjobs_flow_hold_paused()",
     "SELECT pqjobs_flow_slot_freed()",
     "SELECT pqjobs_announce_finish()",
+    "SELECT pqjobs_history_attempts_back()",
 )
 # The "may not" column of the guide's role table, statement by statement.
 MAY_NOT = {

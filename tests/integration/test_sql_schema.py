@@ -71,7 +71,7 @@ def test_the_schema_files_name_every_function_and_trigger():
         functions
     )
     assert {name.split()[1] for name in names if name.startswith("trigger")} == triggers
-    assert len(functions) == 14 and len(triggers) == 9
+    assert len(functions) == 17 and len(triggers) == 10
 
 
 def test_every_object_of_ours_is_named_with_its_schema():
@@ -82,8 +82,11 @@ def test_every_object_of_ours_is_named_with_its_schema():
         code = re.sub(r"--[^\n]*", "", sql.read(name))
         # (a name before one colon starts an error message: "pqjobs_enqueue: ...")
         bare = re.findall(r'(?<![."\w])(pqjobs_\w+)\b(?!\s*(?:ON|AS|$)|:(?!:))', code)
-        # transition tables, the channel, the key of an encrypted value's envelope
+        # transition tables, the channel, the key of an encrypted value's envelope, the
+        # prefixes of history partitions' names (made with the schema: history.sql) and the
+        # name of its advisory lock
         allowed = {"pqjobs_old", "pqjobs_new", "pqjobs_finished", "pqjobs_encrypted"}
+        allowed |= {"pqjobs_job_", "pqjobs_attempt_", "pqjobs_history"}
         triggers = set(re.findall(r"TRIGGER (?:IF EXISTS )?(\w+)", code))
         assert set(bare) - allowed - triggers == set(), name
 
@@ -101,6 +104,7 @@ def test_every_named_statement_is_used_and_parses():
             assert f'QUERIES["{name}"]' in source, f"{path.name}: {name} is never sent"
             statement = re.sub(r"%\(\w+\)s|%s", "NULL", text.replace("{queue_filter}", ""))
             statement = statement.replace("{priority_filter}", "").replace("%%", "%")
+            statement = statement.replace("{held_by_key}", sql.held_by_key())
             with transaction.atomic(), connection.cursor() as cursor:
                 cursor.execute(f"PREPARE pqjobs_parse_check AS {statement}")
                 cursor.execute("DEALLOCATE pqjobs_parse_check")

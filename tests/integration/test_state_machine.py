@@ -84,7 +84,7 @@ def test_concurrent_claims_never_share_a_job():
 
 PICK = "FOR UPDATE SKIP LOCKED"
 CLAIM_BY_TID = "locked_by = p_worker"  # the usual claim's UPDATE (by TID)
-COMPLETE_BY_TID = "WHERE j.ctid = ANY(tids)"
+COMPLETE_BY_TID = "j.ctid = ANY(tids)"
 
 
 def _a_table_the_statistics_call_empty() -> None:
@@ -518,7 +518,8 @@ def _table_stats() -> tuple[int, object]:
         cursor.execute("SELECT pg_stat_force_next_flush()")
         cursor.execute("SELECT pg_stat_clear_snapshot()")
         cursor.execute(
-            "SELECT n_dead_tup, last_vacuum FROM pg_stat_user_tables WHERE relname = 'pqjobs_job'"
+            "SELECT n_dead_tup, last_vacuum FROM pg_stat_user_tables "
+            "WHERE relname = 'pqjobs_job_hot'"
         )
         dead, last_vacuum = cursor.fetchone()
     return int(dead), last_vacuum
@@ -526,7 +527,7 @@ def _table_stats() -> tuple[int, object]:
 
 def test_job_tables_are_vacuumed_when_autovacuum_is_off_for_them():
     with connection.cursor() as cursor:
-        cursor.execute("ALTER TABLE pqjobs_job SET (autovacuum_enabled = false)")
+        cursor.execute("ALTER TABLE pqjobs_job_hot SET (autovacuum_enabled = false)")
     try:
         Job.objects.bulk_create([Job(job_type="t", payload={}) for _ in range(12_000)])
         assert not housekeeping.vacuum_if_needed(DB)  # live rows only: nothing to reclaim
@@ -538,7 +539,7 @@ def test_job_tables_are_vacuumed_when_autovacuum_is_off_for_them():
         assert not housekeeping.vacuum_if_needed(DB)
     finally:
         with connection.cursor() as cursor:
-            cursor.execute("ALTER TABLE pqjobs_job RESET (autovacuum_enabled)")
+            cursor.execute("ALTER TABLE pqjobs_job_hot RESET (autovacuum_enabled)")
 
 
 # --- operator transitions: requeue numbering, run now, forced release, delete -------------

@@ -1,5 +1,6 @@
 """``manage.py prune_jobs``: delete finished jobs (and operator actions of the audit trail)
-past their retention period."""
+past their retention period, and move the others finished ``HISTORY_AFTER`` ago to their
+history partitions."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from django.core.management.base import CommandParser
 from ... import audit
 from ...conf import conf
 from ...durations import in_words
-from ...worker.housekeeping import RETAINED, prune, prune_batches, prune_sequences
+from ...worker.housekeeping import (
+    RETAINED,
+    prune,
+    prune_batches,
+    prune_sequences,
+    shelve_finished,
+)
 from ._arguments import duration
 from ._base import PQJobsCommand
 
@@ -18,7 +25,8 @@ from ._base import PQJobsCommand
 class Command(PQJobsCommand):
     help = (
         "Delete done / failed / cancelled / expired jobs older than PQJOBS['RETENTION'] (with "
-        "history), and operator actions older than PQJOBS['AUDIT_RETENTION']."
+        "history), and operator actions older than PQJOBS['AUDIT_RETENTION']; move the "
+        "jobs finished PQJOBS['HISTORY_AFTER'] ago to their history partitions."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -43,6 +51,15 @@ class Command(PQJobsCommand):
             rule = "kept forever" if kept is None else f"older than {in_words(kept)}"
             self.summary(f"{status}: deleted {count} ({rule})")
         self.summary(f"batches: deleted {prune_batches(alias, retention)} (finished, no job left)")
+        after = conf.HISTORY_AFTER
+        if after is None:
+            self.summary("history: not moved (PQJOBS['HISTORY_AFTER'] is None)")
+        else:
+            moved = shelve_finished(alias, retention)
+            self.summary(
+                f"history: moved {sum(moved.values())} to their partitions (finished over "
+                f"{in_words(after)} ago)"
+            )
         self.summary(f"sequences: forgot {prune_sequences(alias)} (their last job is gone)")
         kept = conf.AUDIT_RETENTION
         actions = audit.prune(alias, kept)

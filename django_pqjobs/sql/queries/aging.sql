@@ -13,7 +13,7 @@
 -- so the sweep never waits for a claim nor makes one wait; the next sweep raises it.
 WITH due AS (
     SELECT id FROM pqjobs_job
-    WHERE status = 'ready' AND queue = %(queue)s AND priority < %(up_to)s
+    WHERE shelf = 'hot' AND status = 'ready' AND queue = %(queue)s AND priority < %(up_to)s
       AND run_after <= now() - make_interval(secs => %(every)s)
       AND updated_at <= now() - make_interval(secs => %(every)s)
     LIMIT %(batch)s
@@ -22,4 +22,4 @@ WITH due AS (
 UPDATE pqjobs_job AS j
 SET priority = j.priority + 1, updated_at = now(), fair_turn = NULL
 FROM due
-WHERE j.id = due.id
+WHERE j.shelf = 'hot' AND j.id = due.id

@@ -14,7 +14,7 @@ WITH ended AS (
             WHEN %(then)s = 'auto' AND attempts < max_attempts THEN NULL ELSE now() END,
         last_error = %(error)s, error_type = %(error_type)s, duration_ms = %(duration_ms)s,
         heartbeat_at = NULL, updated_at = now()
-    WHERE id = %(id)s AND status = 'running' AND locked_by = %(worker)s
+    WHERE shelf = 'hot' AND id = %(id)s AND status = 'running' AND locked_by = %(worker)s
       AND attempts = %(attempt)s
     RETURNING id, status, locked_at
 ), recorded AS (
@@ -32,13 +32,13 @@ WITH released AS (
         run_after = now() + make_interval(secs => %(delay)s), heartbeat_at = NULL,
         updated_at = now()
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS t(id, attempt)
-    WHERE j.id = t.id AND j.status = 'running' AND j.locked_by = %(worker)s
+    WHERE j.shelf = 'hot' AND j.id = t.id AND j.status = 'running' AND j.locked_by = %(worker)s
       AND j.attempts = t.attempt
       -- given back for this reason fewer than %(limit)s times in a row: the attempt number
       -- is used again, so its history rows of this reason are that streak
       AND (%(limit)s::integer IS NULL OR (
           SELECT count(*) FROM pqjobs_attempt a
-          WHERE a.job_id = j.id AND a.attempt = t.attempt AND a.error_type = %(error_type)s
+          WHERE a.shelf = 'hot' AND a.job_id = j.id AND a.attempt = t.attempt AND a.error_type = %(error_type)s
       ) < %(limit)s::integer)
     RETURNING j.id, t.attempt, j.locked_at
 ), recorded AS (
@@ -53,7 +53,7 @@ SELECT id FROM released
 UPDATE pqjobs_job AS j
 SET started_at = now()
 FROM unnest(%s::bigint[], %s::int[]) AS t(id, attempt)
-WHERE j.id = t.id AND j.status = 'running' AND j.locked_by = %s AND j.attempts = t.attempt
+WHERE j.shelf = 'hot' AND j.id = t.id AND j.status = 'running' AND j.locked_by = %s AND j.attempts = t.attempt
 
 -- name: rescue
 WITH stale AS (
@@ -63,10 +63,10 @@ WITH stale AS (
            -- before its start is recorded must not run for ever)
            (j.started_at IS NOT NULL AND j.started_at >= j.locked_at)
            OR (SELECT count(*) FROM pqjobs_attempt a
-               WHERE a.job_id = j.id AND a.error_type = 'WorkerLostBeforeStart')
+               WHERE a.shelf = 'hot' AND a.job_id = j.id AND a.error_type = 'WorkerLostBeforeStart')
               >= %(give_back)s AS charged
     FROM pqjobs_job j
-    WHERE j.status = 'running'
+    WHERE j.shelf = 'hot' AND j.status = 'running'
       -- given a worker id (an operator says it is gone): every running job of that worker
       AND CASE WHEN %(worker)s::text IS NOT NULL THEN j.locked_by = %(worker)s
           ELSE j.heartbeat_at IS NULL
@@ -100,7 +100,7 @@ WITH stale AS (
         error_type = CASE WHEN stale.charged THEN 'WorkerLost' ELSE 'WorkerLostBeforeStart' END,
         heartbeat_at = NULL, updated_at = now()
     FROM stale
-    WHERE j.id = stale.id
+    WHERE j.shelf = 'hot' AND j.id = stale.id
     RETURNING j.id, j.job_type, j.status, stale.attempt, j.locked_by, j.locked_at,
               j.last_error, j.error_type
 ), recorded AS (
@@ -121,7 +121,7 @@ SELECT pqjobs_complete(%s, %s::jsonb)
 
 -- name: save_progress
 UPDATE pqjobs_job SET progress = %s::jsonb, updated_at = now()
-WHERE id = %s AND status = 'running' AND locked_by = %s AND attempts = %s
+WHERE shelf = 'hot' AND id = %s AND status = 'running' AND locked_by = %s AND attempts = %s
 
 -- name: forget_stale_workers
 DELETE FROM pqjobs_worker

@@ -7,7 +7,7 @@
 -- The claim never starts a job past its deadline, so one this misses for a moment waits.
 WITH due AS (
     SELECT id FROM pqjobs_job
-    WHERE expires_at IS NOT NULL AND status IN ('waiting', 'ready', 'blocked')
+    WHERE shelf = 'hot' AND expires_at IS NOT NULL AND status IN ('waiting', 'ready', 'blocked')
       AND expires_at <= now()
     ORDER BY expires_at
     LIMIT %(batch)s
@@ -18,5 +18,5 @@ SET status = 'expired', finished_at = now(), updated_at = now(), error_type = 'E
     last_error = 'not started by its deadline, '
                  || to_char(j.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC'
 FROM due
-WHERE j.id = due.id
+WHERE j.shelf = 'hot' AND j.id = due.id
 RETURNING j.id

@@ -12,7 +12,7 @@ WITH room AS (
             THEN r.used ELSE 0 END AS free
     FROM pqjobs_rate r
     WHERE EXISTS (SELECT 1 FROM pqjobs_job b
-                  WHERE b.status = 'blocked' AND b.rate_key = r.key)
+                  WHERE b.shelf = 'hot' AND b.status = 'blocked' AND b.rate_key = r.key)
 ), promoted AS (
     UPDATE pqjobs_job AS j
     SET status = 'ready', blocked_by = NULL, updated_at = now()
@@ -20,19 +20,19 @@ WITH room AS (
         SELECT b.id FROM room, LATERAL (
             SELECT count(*) AS n FROM (
                 SELECT 1 FROM pqjobs_job r
-                WHERE r.status = 'ready' AND r.rate_key = room.key AND r.run_after <= now()
+                WHERE r.shelf = 'hot' AND r.status = 'ready' AND r.rate_key = room.key AND r.run_after <= now()
                 LIMIT greatest(room.free, 0)
             ) ready
         ) ahead, LATERAL (
             SELECT id FROM pqjobs_job
-            WHERE status = 'blocked' AND blocked_by = 'rate' AND rate_key = room.key
+            WHERE shelf = 'hot' AND status = 'blocked' AND blocked_by = 'rate' AND rate_key = room.key
             ORDER BY priority DESC, run_after, id
             LIMIT greatest(room.free - ahead.n, 0)
             FOR UPDATE SKIP LOCKED
         ) b
         WHERE room.free > 0
     ) p
-    WHERE j.id = p.id
+    WHERE j.shelf = 'hot' AND j.id = p.id
     RETURNING j.queue
 )
 SELECT queue, count(*) FROM promoted GROUP BY queue
@@ -45,11 +45,11 @@ SELECT queue, count(*) FROM promoted GROUP BY queue
 -- gives it back could not see them).
 WITH RECURSIVE held_keys AS (
     (SELECT concurrency_key AS key FROM pqjobs_job
-     WHERE status = 'blocked' AND concurrency_key IS NOT NULL
+     WHERE shelf = 'hot' AND status = 'blocked' AND concurrency_key IS NOT NULL
      ORDER BY concurrency_key LIMIT 1)
     UNION ALL
     SELECT (SELECT j.concurrency_key FROM pqjobs_job j
-            WHERE j.status = 'blocked' AND j.concurrency_key > h.key
+            WHERE j.shelf = 'hot' AND j.status = 'blocked' AND j.concurrency_key > h.key
             ORDER BY j.concurrency_key LIMIT 1)
     FROM held_keys h WHERE h.key IS NOT NULL
 ), room AS (
@@ -58,7 +58,7 @@ WITH RECURSIVE held_keys AS (
     JOIN pqjobs_key_slot s ON s.key = h.key
     CROSS JOIN LATERAL (
         SELECT b.concurrency_limit FROM pqjobs_job b
-        WHERE b.status = 'blocked' AND b.blocked_by = 'limit' AND b.concurrency_key = h.key
+        WHERE b.shelf = 'hot' AND b.status = 'blocked' AND b.blocked_by = 'limit' AND b.concurrency_key = h.key
         ORDER BY b.priority DESC, b.run_after, b.id
         LIMIT 1
     ) nxt
@@ -70,20 +70,20 @@ WITH RECURSIVE held_keys AS (
         SELECT b.id FROM room, LATERAL (
             SELECT count(*) AS n FROM (
                 SELECT 1 FROM pqjobs_job r
-                WHERE r.status = 'ready' AND r.concurrency_key = room.key
+                WHERE r.shelf = 'hot' AND r.status = 'ready' AND r.concurrency_key = room.key
                   AND r.run_after <= now()
                 LIMIT greatest(room.free, 0)
             ) ready
         ) ahead, LATERAL (
             SELECT id FROM pqjobs_job
-            WHERE status = 'blocked' AND blocked_by = 'limit' AND concurrency_key = room.key
+            WHERE shelf = 'hot' AND status = 'blocked' AND blocked_by = 'limit' AND concurrency_key = room.key
             ORDER BY priority DESC, run_after, id
             LIMIT greatest(room.free - ahead.n, 0)
             FOR UPDATE SKIP LOCKED
         ) b
         WHERE room.free > 0
     ) p
-    WHERE j.id = p.id
+    WHERE j.shelf = 'hot' AND j.id = p.id
     RETURNING j.queue
 )
 SELECT queue, count(*) FROM promoted GROUP BY queue
@@ -92,7 +92,7 @@ SELECT queue, count(*) FROM promoted GROUP BY queue
 WITH released AS (
     UPDATE pqjobs_job AS j
     SET status = 'ready', blocked_by = NULL, updated_at = now()
-    WHERE j.status = 'blocked' AND j.blocked_by = 'paused'
+    WHERE j.shelf = 'hot' AND j.status = 'blocked' AND j.blocked_by = 'paused'
       AND NOT EXISTS (SELECT 1 FROM pqjobs_pause z
                       WHERE (z.kind = 'queue' AND z.name = j.queue)
                          OR (z.kind = 'job_type' AND z.name = j.job_type))
@@ -111,9 +111,9 @@ VALUES (%s, %s, now(), %s) ON CONFLICT (kind, name) DO NOTHING RETURNING id
 -- meet it, a thousand per statement.
 UPDATE pqjobs_job AS j
 SET status = 'blocked', blocked_by = 'paused', updated_at = now()
-WHERE j.id IN (
+WHERE j.shelf = 'hot' AND j.id IN (
     SELECT id FROM pqjobs_job
-    WHERE status = 'ready'
+    WHERE shelf = 'hot' AND status = 'ready'
       AND CASE %(kind)s WHEN 'queue' THEN queue ELSE job_type END = %(name)s
     LIMIT %(most)s
     FOR UPDATE SKIP LOCKED

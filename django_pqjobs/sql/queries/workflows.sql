@@ -16,7 +16,7 @@ WITH parked AS (
             SELECT 1 FROM pqjobs_signal g WHERE g.job_id = %(id)s AND g.name = %(signal)s
         ) AS arrived
     ) s
-    WHERE j.id = %(id)s AND j.status = 'running' AND j.locked_by = %(worker)s
+    WHERE j.shelf = 'hot' AND j.id = %(id)s AND j.status = 'running' AND j.locked_by = %(worker)s
       AND j.attempts = %(attempt)s AND j.waiting_for = 0
     RETURNING j.id, j.locked_at, j.status
 ), recorded AS (
@@ -35,7 +35,7 @@ SELECT status FROM parked
 -- transaction holds (its signal's sender, an operator) is left for the next pass.
 WITH due AS (
     SELECT id FROM pqjobs_job
-    WHERE status = 'waiting' AND waiting_for = 0 AND run_after <= now()
+    WHERE shelf = 'hot' AND status = 'waiting' AND waiting_for = 0 AND run_after <= now()
     ORDER BY run_after
     LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
@@ -43,7 +43,7 @@ WITH due AS (
 UPDATE pqjobs_job AS j
 SET status = 'ready', updated_at = now()
 FROM due
-WHERE j.id = due.id
+WHERE j.shelf = 'hot' AND j.id = due.id
 RETURNING j.id, j.queue
 
 -- name: wake_for_signal
@@ -51,7 +51,7 @@ RETURNING j.id, j.queue
 -- of that name); any other job is left as it is.
 UPDATE pqjobs_job AS j
 SET status = 'ready', run_after = now(), updated_at = now()
-WHERE j.id = %(id)s AND j.status = 'waiting' AND j.waiting_for = 0
+WHERE j.shelf = 'hot' AND j.id = %(id)s AND j.status = 'waiting' AND j.waiting_for = 0
   AND EXISTS (
       SELECT 1 FROM pqjobs_step s
       WHERE s.job_id = j.id AND s.name = %(name)s AND s.kind = 'signal'
@@ -65,7 +65,7 @@ RETURNING j.queue
 WITH job AS (
     UPDATE pqjobs_job AS j
     SET status = 'ready', run_after = now(), updated_at = now()
-    WHERE j.id = %(id)s AND j.status = 'waiting' AND j.waiting_for = 0
+    WHERE j.shelf = 'hot' AND j.id = %(id)s AND j.status = 'waiting' AND j.waiting_for = 0
     RETURNING j.id, j.queue
 ), ended AS (
     UPDATE pqjobs_step AS s SET wake_at = now()
@@ -92,5 +92,5 @@ WITH due AS (
 UPDATE pqjobs_job AS j
 SET status = 'ready', run_after = now(), updated_at = now()
 FROM due
-WHERE j.id = due.id
+WHERE j.shelf = 'hot' AND j.id = due.id
 RETURNING j.id, j.queue

@@ -7,7 +7,10 @@
 -- index in order (bitmap and sequential scans off), and the rows it claims, and later the
 -- rows their successes are recorded on, are updated where they lie, by TID (statements to
 -- which no index applies). Index scans stay on: the triggers these statements fire run
--- under the same settings and need their indexes.
+-- under the same settings and need their indexes. A TID names a row within one partition
+-- of pqjobs_job: every statement that finds rows by TID also says shelf = 'hot', which
+-- keeps it to the hot partition (ready and running jobs are never anywhere else), as does
+-- every other statement here: PostgreSQL then plans and locks the hot partition alone.
 --
 -- Both run with the caller's rights (SECURITY INVOKER): the worker role's grants on
 -- pqjobs_job, pqjobs_key_slot, pqjobs_rate and pqjobs_pause.
@@ -104,7 +107,7 @@ BEGIN
     WITH fair AS (
         SELECT ctid, id, priority, run_after, fair_turn, concurrency_key, rate_key
         FROM :"schema".pqjobs_job
-        WHERE status = 'ready' AND fair_turn IS NOT NULL AND run_after <= now()
+        WHERE shelf = 'hot' AND status = 'ready' AND fair_turn IS NOT NULL AND run_after <= now()
           AND (p_queues IS NULL OR queue = ANY(p_queues)) AND priority >= p_floor
           AND (expires_at IS NULL OR expires_at > now())
         ORDER BY priority DESC, fair_turn, id
@@ -120,7 +123,7 @@ BEGIN
         SELECT ctid, id, priority, run_after AS place, 0::float8 AS rank, concurrency_key,
                rate_key
         FROM :"schema".pqjobs_job
-        WHERE status = 'ready' AND fair_turn IS NULL AND run_after <= now()
+        WHERE shelf = 'hot' AND status = 'ready' AND fair_turn IS NULL AND run_after <= now()
           AND (p_queues IS NULL OR queue = ANY(p_queues)) AND priority >= p_floor
           -- past its deadline: left for the sweep to end as expired, never started
           AND (expires_at IS NULL OR expires_at > now())
@@ -148,14 +151,14 @@ BEGIN
                             JOIN :"schema".pqjobs_pause z
                               ON (z.kind = 'queue' AND z.name = j.queue)
                               OR (z.kind = 'job_type' AND z.name = j.job_type)
-                            WHERE j.ctid = ANY(picked))) THEN
+                            WHERE j.shelf = 'hot' AND j.ctid = ANY(picked))) THEN
         -- The rows the scan above locked, where it found them (a TID scan: locked by this
         -- transaction, they cannot have moved).
         RETURN QUERY EXECUTE $full$WITH picked AS (
             SELECT j.id, j.queue, j.job_type, j.priority, j.run_after, j.concurrency_key,
                    j.concurrency_limit, j.rate_key, u.pos
             FROM unnest($3) WITH ORDINALITY AS u(place, pos)
-            JOIN :"schema".pqjobs_job j ON j.ctid = u.place
+            JOIN :"schema".pqjobs_job j ON j.shelf = 'hot' AND j.ctid = u.place
         ), numbered AS (
             -- in the order the scan above put them (fair turns among the rest)
             SELECT p.*, row_number() OVER (ORDER BY p.pos) AS ord,
@@ -236,7 +239,7 @@ BEGIN
             SET status = 'running', attempts = j.attempts + 1, locked_at = now(),
                 locked_by = $1, heartbeat_at = now(), updated_at = now(), fair_turn = NULL
             FROM go
-            WHERE j.id = go.id
+            WHERE j.shelf = 'hot' AND j.id = go.id
             RETURNING j.*, j.ctid AS row_tid, go.ord AS claim_order
         ), held AS (
             -- Jobs that may not start now leave the claim order (and its index) until what holds
@@ -248,7 +251,7 @@ BEGIN
                     WHEN n.id IN (SELECT id FROM rate_passed) THEN 'limit'
                     ELSE 'rate' END
             FROM numbered n
-            WHERE j.id = n.id AND n.id NOT IN (SELECT id FROM passing)
+            WHERE j.shelf = 'hot' AND j.id = n.id AND n.id NOT IN (SELECT id FROM passing)
               AND n.id NOT IN (SELECT id FROM busy)
             RETURNING j.id
         )
@@ -284,7 +287,7 @@ BEGIN
             UPDATE :"schema".pqjobs_job AS j
             SET status = 'running', attempts = j.attempts + 1, locked_at = now(),
                 locked_by = p_worker, heartbeat_at = now(), updated_at = now(), fair_turn = NULL
-            WHERE j.ctid = ANY(picked)
+            WHERE j.shelf = 'hot' AND j.ctid = ANY(picked)
             RETURNING j.*, j.ctid AS row_tid
         )
         SELECT id, job_type, queue, payload::text, priority, attempts, max_attempts,
@@ -342,7 +345,7 @@ BEGIN
                 -- the attempt history keeps every error; a done job does not look failed
                 last_error = '', error_type = ''
             FROM jsonb_array_elements(p_done) AS t(e)
-            WHERE j.ctid = ANY(tids) AND j.ctid = (t.e ->> 5)::tid
+            WHERE j.shelf = 'hot' AND j.ctid = ANY(tids) AND j.ctid = (t.e ->> 5)::tid
               AND j.id IS NOT DISTINCT FROM (t.e ->> 0)::bigint AND j.status = running
               AND j.locked_by = p_worker AND j.attempts = (t.e ->> 1)::integer
             RETURNING j.id
@@ -363,7 +366,8 @@ BEGIN
                 -- the attempt history keeps every error; a done job does not look failed
                 last_error = '', error_type = ''
             FROM jsonb_array_elements($1) AS t(e)
-            WHERE j.id = ANY($3) AND j.id = (t.e ->> 0)::bigint AND j.status = 'running'
+            WHERE j.shelf = 'hot' AND j.id = ANY($3) AND j.id = (t.e ->> 0)::bigint
+              AND j.status = 'running'
               AND j.locked_by = $2 AND j.attempts = (t.e ->> 1)::integer
             RETURNING j.id
         $rest$ USING p_done, p_worker, ids;

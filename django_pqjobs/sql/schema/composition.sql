@@ -237,10 +237,10 @@ BEGIN
                 )
                 UPDATE :"schema".pqjobs_job AS j SET waiting_for = j.waiting_for + h.n
                 FROM (SELECT job_id, count(*) AS n FROM handed GROUP BY job_id) h
-                WHERE j.id = h.job_id;
+                WHERE j.shelf = 'hot' AND j.id = h.job_id;
             END IF;
             PERFORM 1 FROM :"schema".pqjobs_job j
-            WHERE j.status = 'waiting' AND j.id IN (
+            WHERE j.shelf = 'hot' AND j.status = 'waiting' AND j.id IN (
                 SELECT d.job_id FROM :"schema".pqjobs_dependency d
                 JOIN unnest(a_job, a_batch, a_dependents, a_old, a_new)
                      AS s(job_id, batch_id, has_dependents, old_status, new_status)
@@ -295,7 +295,7 @@ BEGIN
                         ELSE j.last_error END,
                     updated_at = now()
                 FROM x
-                WHERE j.id = x.job_id AND j.status = 'waiting'
+                WHERE j.shelf = 'hot' AND j.id = x.job_id AND j.status = 'waiting'
                   AND CASE j.on_dependency_failure
                       WHEN 'halt' THEN x.finished_halting ELSE x.finished END > 0
                 RETURNING j.status, j.queue
@@ -371,9 +371,9 @@ BEGIN
 END
 $$;
 
-DROP TRIGGER IF EXISTS pqjobs_job_waited_finished ON :"schema".pqjobs_job;
+DROP TRIGGER IF EXISTS pqjobs_job_waited_finished ON :"schema".pqjobs_job_hot;
 CREATE TRIGGER pqjobs_job_waited_finished
-AFTER UPDATE OF status ON :"schema".pqjobs_job
+AFTER UPDATE OF status ON :"schema".pqjobs_job_hot
 FOR EACH ROW
 WHEN (NEW.waited_on AND NEW.status IN ('done', 'failed', 'cancelled', 'expired')
       AND OLD.status NOT IN ('done', 'failed', 'cancelled', 'expired'))

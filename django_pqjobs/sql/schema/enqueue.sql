@@ -227,7 +227,7 @@ BEGIN
                          * p_unique_for),
             COALESCE(p_unique_states, 0), deadline, p_payload_version, p_fair_key
         )
-        ON CONFLICT (job_type, dedupe_key, (COALESCE(unique_until, 'infinity'::timestamptz)))
+        ON CONFLICT (job_type, dedupe_key, (COALESCE(unique_until, 'infinity'::timestamptz)), shelf)
             WHERE dedupe_key IS NOT NULL AND (status IN ('ready', 'blocked', 'running') OR (unique_states & CASE status WHEN 'done' THEN 1 WHEN 'failed' THEN 2 WHEN 'cancelled' THEN 4 ELSE 0 END) <> 0)
             DO NOTHING
         RETURNING id INTO new_id;

@@ -32,12 +32,13 @@ DECLARE
     key_weight integer;
 BEGIN
     SELECT j.fair_turn INTO last_turn FROM :"schema".pqjobs_job j
-    WHERE j.status = 'ready' AND j.fair_turn IS NOT NULL
+    WHERE j.shelf = 'hot' AND j.status = 'ready' AND j.fair_turn IS NOT NULL
       AND j.fair_key = NEW.fair_key AND j.priority = NEW.priority
     ORDER BY j.fair_key DESC, j.priority DESC, j.fair_turn DESC
     LIMIT 1;
     SELECT j.fair_turn INTO head FROM :"schema".pqjobs_job j
-    WHERE j.status = 'ready' AND j.fair_turn IS NOT NULL AND j.priority = NEW.priority
+    WHERE j.shelf = 'hot' AND j.status = 'ready' AND j.fair_turn IS NOT NULL
+      AND j.priority = NEW.priority
     ORDER BY j.priority DESC, j.fair_turn
     LIMIT 1;
     SELECT w.weight INTO key_weight FROM :"schema".pqjobs_fair_weight w
@@ -47,9 +48,9 @@ BEGIN
 END
 $$;
 
-DROP TRIGGER IF EXISTS pqjobs_job_fair_turn ON :"schema".pqjobs_job;
+DROP TRIGGER IF EXISTS pqjobs_job_fair_turn ON :"schema".pqjobs_job_hot;
 CREATE TRIGGER pqjobs_job_fair_turn
-    BEFORE INSERT ON :"schema".pqjobs_job
+    BEFORE INSERT ON :"schema".pqjobs_job_hot
     FOR EACH ROW
     WHEN (NEW.fair_key IS NOT NULL AND NEW.fair_turn IS NULL AND NEW.status = 'ready'
           AND NEW.run_after <= now())

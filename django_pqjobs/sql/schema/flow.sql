@@ -20,9 +20,9 @@ BEGIN
     UPDATE :"schema".pqjobs_key_slot SET running = greatest(running - 1, 0)
     WHERE key = OLD.concurrency_key;
     UPDATE :"schema".pqjobs_job SET status = 'ready', blocked_by = NULL, updated_at = now()
-    WHERE id = (
+    WHERE shelf = 'hot' AND id = (
         SELECT id FROM :"schema".pqjobs_job
-        WHERE status = 'blocked' AND blocked_by = 'limit'
+        WHERE shelf = 'hot' AND status = 'blocked' AND blocked_by = 'limit'
           AND concurrency_key = OLD.concurrency_key
         ORDER BY priority DESC, run_after, id
         LIMIT 1
@@ -36,16 +36,16 @@ BEGIN
 END
 $$;
 
-DROP TRIGGER IF EXISTS pqjobs_job_left_running ON :"schema".pqjobs_job;
+DROP TRIGGER IF EXISTS pqjobs_job_left_running ON :"schema".pqjobs_job_hot;
 CREATE TRIGGER pqjobs_job_left_running
-AFTER UPDATE OF status ON :"schema".pqjobs_job
+AFTER UPDATE OF status ON :"schema".pqjobs_job_hot
 FOR EACH ROW
 WHEN (OLD.status = 'running' AND NEW.status <> 'running' AND OLD.concurrency_key IS NOT NULL)
 EXECUTE FUNCTION :"schema".pqjobs_flow_slot_freed();
 
-DROP TRIGGER IF EXISTS pqjobs_job_deleted_running ON :"schema".pqjobs_job;
+DROP TRIGGER IF EXISTS pqjobs_job_deleted_running ON :"schema".pqjobs_job_hot;
 CREATE TRIGGER pqjobs_job_deleted_running
-AFTER DELETE ON :"schema".pqjobs_job
+AFTER DELETE ON :"schema".pqjobs_job_hot
 FOR EACH ROW
 WHEN (OLD.status = 'running' AND OLD.concurrency_key IS NOT NULL)
 EXECUTE FUNCTION :"schema".pqjobs_flow_slot_freed();
@@ -99,7 +99,7 @@ BEGIN
         FROM :"schema".pqjobs_rate r WHERE r.key = NEW.rate_key;
         SELECT count(*) INTO waiting FROM (
             SELECT 1 FROM :"schema".pqjobs_job j
-            WHERE j.status = 'ready' AND j.rate_key = NEW.rate_key
+            WHERE j.shelf = 'hot' AND j.status = 'ready' AND j.rate_key = NEW.rate_key
               AND j.priority >= NEW.priority AND j.run_after <= now()
             LIMIT greatest(free, 0)
         ) ahead;
@@ -114,7 +114,8 @@ BEGIN
         FROM :"schema".pqjobs_key_slot s WHERE s.key = NEW.concurrency_key;
         SELECT count(*) INTO waiting FROM (
             SELECT 1 FROM :"schema".pqjobs_job j
-            WHERE j.status = 'ready' AND j.concurrency_key = NEW.concurrency_key
+            WHERE j.shelf = 'hot' AND j.status = 'ready'
+              AND j.concurrency_key = NEW.concurrency_key
               AND j.priority >= NEW.priority AND j.run_after <= now()
             LIMIT greatest(free, 0)
         ) ahead;
@@ -129,9 +130,9 @@ $$;
 
 -- Fires before pqjobs_job_fair_turn (triggers fire in name order): a job held at enqueue
 -- gets no fair turn.
-DROP TRIGGER IF EXISTS pqjobs_job_admit ON :"schema".pqjobs_job;
+DROP TRIGGER IF EXISTS pqjobs_job_admit ON :"schema".pqjobs_job_hot;
 CREATE TRIGGER pqjobs_job_admit
-BEFORE INSERT ON :"schema".pqjobs_job
+BEFORE INSERT ON :"schema".pqjobs_job_hot
 FOR EACH ROW
 WHEN (NEW.concurrency_key IS NOT NULL OR NEW.rate_key IS NOT NULL)
 EXECUTE FUNCTION :"schema".pqjobs_flow_admit();
@@ -152,7 +153,7 @@ BEGIN
     UPDATE :"schema".pqjobs_job AS j
     SET status = 'blocked', blocked_by = 'paused', updated_at = now()
     FROM pqjobs_new n
-    WHERE j.id = n.id AND n.status = 'ready' AND j.status = 'ready'
+    WHERE j.shelf = 'hot' AND j.id = n.id AND n.status = 'ready' AND j.status = 'ready'
       AND EXISTS (SELECT 1 FROM :"schema".pqjobs_pause z
                   WHERE (z.kind = 'queue' AND z.name = n.queue)
                      OR (z.kind = 'job_type' AND z.name = n.job_type));

@@ -8,6 +8,8 @@
 --   pqjobs_claim, pqjobs_complete           the worker role
 --   pqjobs_batch_seal                       roles that open batches (batch())
 --   pqjobs_record_step                      the worker role (durable workflows' steps)
+--   pqjobs_history_prepare,                 the worker role (the history partitions its
+--   pqjobs_history_drop                     maintenance makes and drops)
 -- The others are internal, callable by no client role: trigger functions fire without
 -- EXECUTE (and without it no role can attach them to a table of its own), and the
 -- settling and batch functions call each other with the owner's rights.
@@ -25,6 +27,8 @@ REVOKE ALL ON FUNCTION :"schema".pqjobs_anyone_listens() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_claim(text, integer, text[], integer, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_complete(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_batch_seal(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION :"schema".pqjobs_history_prepare(text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION :"schema".pqjobs_history_drop(text, date) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_record_step(
     bigint, text, integer, text, text, jsonb, boolean, double precision, boolean
 ) FROM PUBLIC;
@@ -37,3 +41,4 @@ REVOKE ALL ON FUNCTION :"schema".pqjobs_flow_hold_paused() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_flow_slot_freed() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_announce_finish() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_fair_turn() FROM PUBLIC;
+REVOKE ALL ON FUNCTION :"schema".pqjobs_history_attempts_back() FROM PUBLIC;

@@ -35,7 +35,7 @@ BEGIN
     SELECT j.id, p_name, p_kind, p_result, j.attempts, now(),
            CASE WHEN p_finished THEN now() END, now() + make_interval(secs => p_wake)
     FROM :"schema".pqjobs_job j
-    WHERE j.id = p_job AND j.status = 'running' AND j.locked_by = p_worker
+    WHERE j.shelf = 'hot' AND j.id = p_job AND j.status = 'running' AND j.locked_by = p_worker
       AND j.attempts = p_attempt
     ON CONFLICT (job_id, name) DO NOTHING;
     RETURN FOUND;

@@ -1,0 +1,155 @@
+"""History: the drain beside 1,000,000 finished jobs kept in history partitions, against the
+empty table in the same run, and the pruning of a day of 1,000,000 finished jobs.
+
+A million done jobs that finished on one UTC day (three days ago) are written as workers
+leave them, in the hot table, with the empty partitions of the four statuses over their
+default retention beside them (what a month of history makes); the maintenance's mover moves
+the million to their partition (timed). Rounds then alternate the drain with the history
+partitions attached (the queue beside a million finished jobs) and detached (the empty
+table), so both see the same drift of the machine. Last, ``RETENTION`` drops the day: the
+prune is timed, the partition drop it is.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from datetime import UTC, datetime, timedelta
+
+from django_pqjobs import enqueue_many
+from django_pqjobs.transitions import history
+from django_pqjobs.worker import housekeeping
+
+from ..harness import Result, reset_tables, sql
+from .drain import drain_rate
+
+DAY = 86400.0
+STATUSES = ("done", "failed", "cancelled", "expired")
+
+
+def populate(finished: int) -> None:
+    """``finished`` done jobs, all of one UTC day three days ago, in the hot table."""
+    sql(
+        "INSERT INTO pqjobs_job (job_type, queue, payload, status, priority, attempts, "
+        "max_attempts, run_after, last_error, error_type, created_at, updated_at, finished_at, "
+        "duration_ms) SELECT 'old', 'default', '{}'::jsonb, 'done', 0, 1, 5, now(), '', '', "
+        "now(), now(), date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' "
+        "- interval '3 days' + make_interval(secs => g * 80000.0 / %s), 1 "
+        "FROM generate_series(1, %s) g",
+        [finished, finished],
+    )
+
+
+def partitions() -> list[tuple[str, str, str]]:
+    """(parent, partition, bound) of every history partition."""
+    return [
+        (str(parent), str(name), str(bound))
+        for parent, name, bound in sql(
+            "SELECT i.inhparent::regclass, c.relname, pg_get_expr(c.relpartbound, c.oid) "
+            "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent IN ('pqjobs_job'::regclass, 'pqjobs_attempt'::regclass) "
+            "AND c.relname NOT LIKE '%%_hot'"
+        )
+    ]
+
+
+def detach(parts: list[tuple[str, str, str]]) -> None:
+    for parent, name, _ in parts:
+        sql(f"ALTER TABLE {parent} DETACH PARTITION {name}")
+
+
+def attach(parts: list[tuple[str, str, str]]) -> None:
+    for parent, name, bound in parts:
+        sql(f"ALTER TABLE {parent} ATTACH PARTITION {name} {bound}")
+
+
+def drain_once(jobs: int) -> tuple[float, bool]:
+    sql("DELETE FROM pqjobs_job_hot WHERE job_type = 'tests.noop'")
+    sql("VACUUM ANALYZE pqjobs_job_hot")
+    enqueue_many("tests.noop", [{}] * jobs)
+    rate, checks = drain_rate(jobs, env={"DJANGO_SETTINGS_MODULE": "benchmarks.settings_history"})
+    ok = checks["done"] == jobs == checks["complete_rows"] and checks["exit_code"] == 0
+    return rate, ok
+
+
+def run(quick: bool) -> list[Result]:
+    jobs = 10_000 if quick else 20_000
+    finished = 200_000 if quick else 1_000_000
+    rounds = 2 if quick else 3
+    reset_tables()
+    today = datetime.now(UTC).date()
+    # what a month of history makes at the default RETENTION (a partition a seventh of it)
+    retention = {"done": 7 * DAY, "failed": 30 * DAY, "cancelled": 7 * DAY, "expired": 7 * DAY}
+    spans = {status: history.span_for(kept) for status, kept in retention.items()}
+    history.prepare(
+        "default",
+        sorted(
+            {
+                history.shelf(s, history.span_start(today - timedelta(days=n), spans[s]), spans[s])
+                for s in STATUSES
+                for n in range(int(retention[s] / DAY) + 1)
+            }
+        ),
+    )
+    populate(finished)
+    sql("ANALYZE pqjobs_job_hot")
+    started = time.monotonic()
+    moved = history.shelve("default", "done", 600, retention["done"], max_batches=10_000)
+    moving = time.monotonic() - started
+    sql("VACUUM ANALYZE pqjobs_job_hot")
+    parts = partitions()
+
+    rates: dict[str, list[float]] = {"history": [], "empty": []}
+    intact = True
+    for _ in range(rounds):
+        rate, ok = drain_once(jobs)
+        rates["history"].append(rate)
+        detach(parts)
+        try:
+            rate, ok_empty = drain_once(jobs)
+            rates["empty"].append(rate)
+        finally:
+            attach(parts)
+        intact = intact and ok and ok_empty
+    with_history = statistics.median(rates["history"])
+    empty = statistics.median(rates["empty"])
+    ratio = with_history / empty if empty else 0.0
+
+    started = time.monotonic()
+    dropped = housekeeping.prune("default", {"done": 2 * DAY})["done"]
+    pruning = time.monotonic() - started
+    left = int(sql("SELECT count(*) FROM pqjobs_job WHERE job_type = 'old'")[0][0])
+
+    def spread(name: str) -> str:
+        return f"rounds {min(rates[name]):,.0f}-{max(rates[name]):,.0f}"
+
+    integrity = "" if intact else "; integrity check failed"
+    return [
+        Result(
+            f"history: drain beside {finished:,} finished jobs in partitions",
+            with_history,
+            "jobs/s",
+            ">= 95% of empty",
+            ratio >= 0.95 and intact,
+            f"{ratio:.0%} of the empty table's {empty:,.0f} jobs/s (medians of {rounds} "
+            f"alternating rounds; {spread('history')} / {spread('empty')}); "
+            f"{len(parts) // 2} partitions{integrity}",
+        ),
+        Result(
+            f"history: prune a day of {finished:,} finished jobs",
+            pruning,
+            "s",
+            "< 1 s",
+            pruning < 1.0 and dropped == finished and left == 0,
+            f"{dropped:,} jobs dropped (their partition, with its attempts' and the month's "
+            "empty ones)",
+        ),
+        Result(
+            "history: move finished jobs to their partition",
+            moved / moving if moving else 0.0,
+            "jobs/s",
+            "-",
+            None,
+            f"{moved:,} jobs in {moving:.1f} s (the maintenance's mover, 5,000 a transaction)",
+        ),
+    ]
