@@ -678,10 +678,11 @@ def enqueue_on_commit(
     transaction.on_commit(lambda: insert(job, alias), using=alias)
 
 
-# The jobs holding some keys of a type in the window a job enqueued now would be in.
+# The jobs holding some keys of a type in the window a job enqueued now would be in (all in
+# the hot partition: the history mover leaves a job that holds its key there).
 _FIND_HOLDERS = f"""
     SELECT dedupe_key, id, status FROM pqjobs_job
-    WHERE job_type = %(type)s AND dedupe_key = ANY(%(keys)s)
+    WHERE shelf = 'hot' AND job_type = %(type)s AND dedupe_key = ANY(%(keys)s)
       AND COALESCE(unique_until, 'infinity'::timestamptz)
           = COALESCE({_WINDOW_END.format(p="%(period)s::double precision")},
                      'infinity'::timestamptz)

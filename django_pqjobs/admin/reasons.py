@@ -21,7 +21,7 @@ _NOT_STARTED = ("waiting", "ready", "blocked")
 # The job holding a key now (the unique index pqjobs_job_unique_key serves it).
 _HOLDER = f"""
 SELECT id, status FROM pqjobs_job
-WHERE job_type = %s AND dedupe_key = %s AND {held_by_key()}
+WHERE shelf = 'hot' AND job_type = %s AND dedupe_key = %s AND {held_by_key()}
 ORDER BY id DESC LIMIT 1
 """
 

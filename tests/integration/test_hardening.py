@@ -247,8 +247,10 @@ def test_a_restart_mid_drain_and_a_long_outage_lose_nothing():
         assert count("SELECT count(*) FROM pqjobs_attempt WHERE outcome <> 'released'") == 0
     # an outage is reported, not a traceback every second
     # (a record's traceback may chain several: count the records that carry one; at most one
-    # per thread and per maintenance step: the listener, the completer, the claim, and each
-    # of the maintenance thread's steps, as many of them as ran during the outage)
+    # per thread and per maintenance step: the listener, the claim, each of the maintenance
+    # thread's steps, as many of them as ran during the outage; and the completer's, one per
+    # spell of failures: a CI run saw a second one 3 s after the restart, once it had written
+    # again, so it may report two)
     lines = output.splitlines()
     with_traceback = [
         lines[n - 1]
@@ -260,8 +262,11 @@ def test_a_restart_mid_drain_and_a_long_outage_lose_nothing():
     sources = [
         re.split(r" \(|;", line.split("django_pqjobs: ", 1)[-1])[0] for line in with_traceback
     ]
-    assert len(sources) == len(set(sources)), "\n".join(with_traceback)
-    assert len(with_traceback) <= 3 + len(Maintenance.STEPS), "\n".join(with_traceback)
+    recorder = "database unavailable while recording job outcomes"
+    others = [source for source in sources if source != recorder]
+    assert len(others) == len(set(others)), "\n".join(with_traceback)
+    assert sources.count(recorder) <= 2, "\n".join(with_traceback)
+    assert len(with_traceback) <= 4 + len(Maintenance.STEPS), "\n".join(with_traceback)
     assert output.count("maintenance step schedule failed") <= 2
 
 

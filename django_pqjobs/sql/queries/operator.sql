@@ -23,7 +23,7 @@ WITH old AS (
     WHERE r.dedupe_key IS NULL
        OR (r.nth = 1 AND NOT EXISTS (
             SELECT 1 FROM pqjobs_job d
-            WHERE d.job_type = r.job_type AND d.dedupe_key = r.dedupe_key
+            WHERE d.shelf = 'hot' AND d.job_type = r.job_type AND d.dedupe_key = r.dedupe_key
               AND COALESCE(d.unique_until, 'infinity'::timestamptz) = r.window_end
               AND d.id <> r.id
               AND dedupe_key IS NOT NULL AND (status IN ('ready', 'blocked', 'running') OR (unique_states & CASE status WHEN 'done' THEN 1 WHEN 'failed' THEN 2 WHEN 'cancelled' THEN 4 ELSE 0 END) <> 0)))
@@ -59,7 +59,7 @@ FROM (
            OR p.status = 'failed' AND w.on_dependency_failure = 'halt')
     GROUP BY d.job_id
 ) a
-WHERE j.id = a.job_id AND j.status = 'ready'
+WHERE j.shelf = 'hot' AND j.id = a.job_id AND j.status = 'ready'
 
 -- name: run_now
 -- The job is given a run_after just before the earliest ready job of its priority (or now,
@@ -67,19 +67,19 @@ WHERE j.id = a.job_id AND j.status = 'ready'
 -- earliest run_after of a priority is the first entry of the claim index for it.
 WITH target AS (
     SELECT j.id, j.priority, j.run_after > now() AS delayed FROM pqjobs_job j
-    WHERE j.id = ANY(%s) AND j.status = 'ready'
+    WHERE j.shelf = 'hot' AND j.id = ANY(%s) AND j.status = 'ready'
     ORDER BY j.id
     FOR UPDATE
 ), head AS (
     SELECT t.id, t.delayed,
            (SELECT min(h.run_after) FROM pqjobs_job h
-            WHERE h.status = 'ready' AND h.priority = t.priority) AS earliest
+            WHERE h.shelf = 'hot' AND h.status = 'ready' AND h.priority = t.priority) AS earliest
     FROM target t
 )
 UPDATE pqjobs_job AS j
 SET run_after = LEAST(now(), head.earliest - interval '1 microsecond'), updated_at = now()
 FROM head
-WHERE j.id = head.id
+WHERE j.shelf = 'hot' AND j.id = head.id
 RETURNING j.id, head.delayed
 
 -- name: force_release
@@ -93,7 +93,7 @@ WITH released AS (
         run_after = now(),
         finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL THEN now() END,
         heartbeat_at = NULL, updated_at = now()
-    WHERE j.id = %(id)s AND j.status = 'running' AND j.locked_by = %(worker)s
+    WHERE j.shelf = 'hot' AND j.id = %(id)s AND j.status = 'running' AND j.locked_by = %(worker)s
       AND j.attempts = %(attempt)s
     RETURNING j.id, j.status, j.locked_at, j.queue
 ), recorded AS (
@@ -127,7 +127,7 @@ SELECT id, job_type, status FROM doomed
 
 -- name: cancel
 UPDATE pqjobs_job SET status = 'cancelled', finished_at = now(), updated_at = now()
-WHERE id = ANY(%s) AND status IN ('waiting', 'ready', 'blocked') RETURNING id
+WHERE shelf = 'hot' AND id = ANY(%s) AND status IN ('waiting', 'ready', 'blocked') RETURNING id
 
 -- name: skip
 -- A failed job is set aside (cancelled, its error kept), so the jobs that halt on it (the
@@ -137,7 +137,7 @@ WHERE id = ANY(%s) AND status = 'failed' RETURNING id
 
 -- name: request_cancel
 UPDATE pqjobs_job SET cancel_requested_at = now(), updated_at = now()
-WHERE id = ANY(%s) AND status = 'running' AND cancel_requested_at IS NULL
+WHERE shelf = 'hot' AND id = ANY(%s) AND status = 'running' AND cancel_requested_at IS NULL
 RETURNING id
 
 -- name: cancel_duplicates
@@ -147,7 +147,8 @@ RETURNING id
 UPDATE pqjobs_job SET status = 'cancelled', finished_at = now(), updated_at = now(),
     last_error = 'replaced by a newer job with the same dedupe_key',
     unique_states = unique_states & ~4
-WHERE job_type = %(type)s AND dedupe_key = ANY(%(keys)s) AND status IN ('ready', 'blocked')
+WHERE shelf = 'hot' AND job_type = %(type)s AND dedupe_key = ANY(%(keys)s)
+  AND status IN ('ready', 'blocked')
   AND COALESCE(unique_until, 'infinity'::timestamptz) = COALESCE(
       to_timestamp((floor(extract(epoch FROM now())::double precision
                           / %(period)s::double precision) + 1) * %(period)s::double precision),
@@ -162,14 +163,14 @@ UPDATE pqjobs_job SET payload = %(payload)s::jsonb,
     payload_version = %(version)s::smallint, updated_at = now(),
     run_after = LEAST(now() + make_interval(secs => %(debounce)s),
                       created_at + make_interval(secs => %(cap)s))
-WHERE id = %(id)s AND status IN ('ready', 'blocked')
+WHERE shelf = 'hot' AND id = %(id)s AND status IN ('ready', 'blocked')
 RETURNING id
 
 -- name: let_go_of_key
 -- A debounced duplicate met its job running: the running job keeps running without its
 -- key, and the new one (the newest payload) holds it, to run after.
 UPDATE pqjobs_job SET dedupe_key = NULL, updated_at = now()
-WHERE id = %s AND status = 'running'
+WHERE shelf = 'hot' AND id = %s AND status = 'running'
 
 -- name: any_dependencies
 SELECT 1 FROM pqjobs_dependency WHERE job_id = ANY(%s) LIMIT 1
