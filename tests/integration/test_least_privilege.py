@@ -443,3 +443,53 @@ def test_every_may_not_of_the_guide_is_refused(roles, group):
         allowed = [statement for statement in MAY_NOT[group] if not denied(statement)]
     assert allowed == []
     assert OperatorAction.objects.get().actor == "alice"
+
+
+def test_history_runs_with_the_documented_grants(roles, settings):
+    """The worker role moves finished jobs to their partitions (made with the owner's rights
+    by pqjobs_history_prepare) and drops them past RETENTION; a retry from the web role or
+    the admin's brings a job back, its attempt too, which neither role may read."""
+    from django_pqjobs.worker import housekeeping
+
+    settings.PQJOBS = {**settings.PQJOBS, "HISTORY_AFTER": 600}
+    old, web_retry, admin_retry = (enqueue_job("t") for _ in range(3))
+    Job.objects.filter(pk=old).update(
+        status="done", finished_at=database_now("default") - timedelta(days=6)
+    )
+    Job.objects.filter(pk__in=[web_retry, admin_retry]).update(
+        status="failed", finished_at=database_now("default") - timedelta(days=2)
+    )
+    for job_id in (web_retry, admin_retry):
+        JobAttempt.objects.create(job_id=job_id, attempt=1, worker_id="w", outcome="error")
+    try:
+        with acting_as(roles.worker):
+            assert housekeeping.shelve_finished("default") == {
+                "done": 1,
+                "failed": 2,
+                "cancelled": 0,
+                "expired": 0,
+            }
+            for statement in (
+                "SELECT pqjobs_history_prepare(ARRAY['done/2026-01-01/1'])",
+                "SELECT pqjobs_history_drop('done', '2000-01-01')",
+            ):
+                assert not denied(statement), statement  # granted to the worker role
+        with acting_as(roles.web):
+            assert retry_job(web_retry)
+            assert denied("SELECT pqjobs_history_drop('done', '2000-01-01')")
+        with acting_as(roles.admin):
+            assert retry_job(admin_retry)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT DISTINCT tableoid::regclass::text FROM pqjobs_attempt "
+                "WHERE job_id = ANY(%s)",
+                [[web_retry, admin_retry]],
+            )
+            assert cursor.fetchall() == [("pqjobs_attempt_hot",)]
+        with acting_as(roles.worker):
+            assert housekeeping.prune("default", {"done": 3 * 86400})["done"] == 1
+        assert not Job.objects.filter(pk=old).exists()
+    finally:
+        with connection.cursor() as cursor:
+            for status in ("done", "failed", "cancelled", "expired"):
+                cursor.execute("SELECT pqjobs_history_drop(%s, 'infinity'::date)", [status])
