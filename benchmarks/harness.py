@@ -49,7 +49,9 @@ def reset_tables() -> None:
         "pqjobs_pause, pqjobs_batch, pqjobs_dependency RESTART IDENTITY CASCADE"
     )
     # the history partitions an earlier scenario made (empty now) go too
-    for status in ("done", "failed", "cancelled", "expired"):
+    from django_pqjobs.worker.housekeeping import RETAINED
+
+    for status in RETAINED:
         sql("SELECT pqjobs_history_drop(%s, 'infinity'::date)", [status])
     sql("VACUUM ANALYZE pqjobs_job_hot")
 

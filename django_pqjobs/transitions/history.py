@@ -18,6 +18,7 @@ from typing import Any
 
 from django.db import transaction
 
+from ..conf import DAY
 from ..sql import held_by_key, queries
 from .cursors import cursor_of
 
@@ -27,7 +28,7 @@ _SHELVE = QUERIES["shelve"].replace("{held_by_key}", held_by_key())
 SHELVE_BATCH = 5000
 # A status kept less than a day is pruned from the hot table row by row (a partition holds
 # a day at least); so is every status while HISTORY_AFTER is None.
-SHORTEST_SHELVED = 86400.0
+SHORTEST_SHELVED = float(DAY)
 # A partition holds the jobs of one status that finished within a span of days: a seventh
 # of the status's RETENTION (at least a day, at most 31; 31 when kept for ever), so that
 # about eight partitions hold a status's history however long it is kept, and a job goes
@@ -41,7 +42,7 @@ def span_for(kept: float | None) -> int:
     """The days one history partition spans for a status kept ``kept`` seconds."""
     if kept is None:
         return LONGEST_SPAN
-    return max(1, min(LONGEST_SPAN, math.ceil(kept / 86400.0 / SPANS_PER_RETENTION)))
+    return max(1, min(LONGEST_SPAN, math.ceil(kept / DAY / SPANS_PER_RETENTION)))
 
 
 def span_start(day: date, span: int) -> date:

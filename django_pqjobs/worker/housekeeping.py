@@ -122,9 +122,9 @@ def prune(
     alias: str, retention: dict[str, float | None], batch: int = 5000, max_batches: int = 1000
 ) -> dict[str, int]:
     """Delete finished jobs older than their status's retention, with their attempt history
-    and dependency edges: the history partitions whose whole day is past it are dropped,
-    the hot table's jobs deleted in short batches. (A shelved job is kept until its day's
-    partition goes: up to a day past its retention.)"""
+    and dependency edges: the history partitions whose whole span is past it are dropped,
+    the hot table's jobs deleted in short batches. (A shelved job is kept until its
+    partition goes: up to a span past its retention.)"""
     deleted: dict[str, int] = {}
     for status in RETAINED:
         age = retention.get(status)
@@ -194,8 +194,7 @@ def shelved_statuses(retention: dict[str, float | None]) -> list[str]:
     return [
         status
         for status in RETAINED
-        if retention.get(status) is None
-        or float(retention[status] or 0) >= history.SHORTEST_SHELVED
+        if (kept := retention.get(status)) is None or kept >= history.SHORTEST_SHELVED
     ]
 
 

@@ -232,7 +232,8 @@ class Maintenance(threading.Thread):
         prune_finished(self.alias)
 
     def shelve_history(self) -> None:
-        """Move the jobs finished HISTORY_AFTER ago to their history partitions."""
+        """Move the jobs finished HISTORY_AFTER ago to their history partitions (nothing
+        while it is None)."""
         shelve_finished(self.alias)
 
     def schedule(self) -> None:

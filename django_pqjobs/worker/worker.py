@@ -32,7 +32,7 @@ from .db import CONNECTION_ERRORS, reset_connection
 from .executor import Executor
 from .heartbeats import WorkerIdentity, heartbeat, unregister_worker
 from .listener import Listener
-from .maintenance import SHELVE_INTERVAL, Intervals, Maintenance, aging_interval
+from .maintenance import Intervals, Maintenance, aging_interval
 from .recorder import Recorder
 from .reporting import Reporter, ReportIntervals
 from .run_settings import RunSettings
@@ -587,7 +587,6 @@ class Worker:
                 heartbeat=self.heartbeat_interval,
                 rescue=self.reap_interval,
                 prune=conf.PRUNE_INTERVAL,
-                shelve=None if conf.HISTORY_AFTER is None else SHELVE_INTERVAL,
                 schedule=conf.SCHEDULER_INTERVAL,
                 stale_timeout=self.stale_timeout,
                 flow_sweep=conf.FLOW_SWEEP_INTERVAL,

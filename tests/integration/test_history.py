@@ -19,7 +19,7 @@ from django_pqjobs.operations import skip_jobs
 from django_pqjobs.testing import drain
 from django_pqjobs.transitions import history
 from django_pqjobs.worker import housekeeping
-from tests.helpers import check_ids, make_user, wait_for
+from tests.helpers import check_ids, drop_history_partitions, make_user, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,12 +28,8 @@ DAY = 86400.0
 
 @pytest.fixture(autouse=True)
 def _no_partition_outlives_its_test():
-    """The partitions a test made go with it: their statistics (rows deleted by the flush,
-    never vacuumed) would skew the estimates other tests of this database read."""
     yield
-    with connection.cursor() as cursor:
-        for status in ("done", "failed", "cancelled", "expired"):
-            cursor.execute("SELECT pqjobs_history_drop(%s, 'infinity'::date)", [status])
+    drop_history_partitions()
 
 
 def finished(status: str, ago: float, count: int = 1, **columns: Any) -> list[int]:

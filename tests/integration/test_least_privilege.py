@@ -48,7 +48,14 @@ from django_pqjobs.models import (
     WorkerRecord,
 )
 from django_pqjobs.worker.claiming import claim_jobs
-from tests.helpers import ROOT, documented_sql, run_jobs, wait_for, wait_status
+from tests.helpers import (
+    ROOT,
+    documented_sql,
+    drop_history_partitions,
+    run_jobs,
+    wait_for,
+    wait_status,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -490,6 +497,4 @@ def test_history_runs_with_the_documented_grants(roles, settings):
             assert housekeeping.prune("default", {"done": 3 * 86400})["done"] == 1
         assert not Job.objects.filter(pk=old).exists()
     finally:
-        with connection.cursor() as cursor:
-            for status in ("done", "failed", "cancelled", "expired"):
-                cursor.execute("SELECT pqjobs_history_drop(%s, 'infinity'::date)", [status])
+        drop_history_partitions()

@@ -1,7 +1,7 @@
 -- Partitioned history (issue 32). pqjobs_job and pqjobs_attempt become tables partitioned
 -- by LIST (shelf); the tables as they were become their 'hot' partitions, attached in
 -- place (no row is copied: the migration takes as long as one scan of each table, which
--- checks the partition bound). History partitions, one per finished status and UTC day,
+-- checks the partition bound). History partitions, one per finished status and span of days,
 -- are made and dropped by pqjobs_history_prepare() and pqjobs_history_drop()
 -- (schema/history.sql); the mover that fills them runs in the workers' maintenance.
 --
