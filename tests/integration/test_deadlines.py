@@ -8,7 +8,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.urls import reverse
 from django.utils import timezone
 
@@ -170,6 +170,30 @@ def test_the_sql_function_takes_a_deadline_and_refuses_a_bad_one():
             "SELECT pqjobs_enqueue('tests.echo', 'default', '{}', 0, 1, NULL, 60, NULL, NULL, "
             "NULL, NULL, NULL, p_expires_at => now())"
         )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ("p_expires_in => -5", "expires_in must be more than 0 seconds"),
+        ("p_expires_in => 'NaN'", "expires_in must be more than 0 seconds"),
+        ("p_expires_in => 4e9", "expires_in must be more than 0 seconds"),
+        ("p_expires_at => '10000-01-01'", "expires_at must be between the years 1 and 9999"),
+        ("p_expires_at => now() + interval '1 hour', p_expires_in => 5", "not both"),
+    ],
+)
+def test_the_sql_function_names_the_deadline_it_refuses(arguments, error):
+    with (
+        pytest.raises(DatabaseError, match=re.escape(error)) as refused,
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(
+            "SELECT pqjobs_enqueue('tests.echo', 'default', '{}', 0, 1, NULL, 0, NULL, NULL, "
+            f"NULL, NULL, NULL, {arguments})"
+        )
+    if error != "not both":
+        assert "not both" not in str(refused.value)
+    assert not Job.objects.exists()
 
 
 @pytest.mark.parametrize(

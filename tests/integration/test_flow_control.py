@@ -577,3 +577,27 @@ def test_a_claim_looks_past_its_limit_only_when_asked_and_claims_no_more():
     assert len(claimed.rows) == 5 and claimed.blocked == 10
     assert statuses(rated) == {"running": 5, "ready": 15, "blocked": 10}
     assert RateBucket.objects.get(pk="type:tests.rated").used == 5
+
+
+def test_a_job_retried_into_a_pause_is_held_at_once_and_resuming_releases_it():
+    """Left ready, a retried job woke the workers and a claim held it; a resume committed
+    while that claim was under way released nothing, and the job stayed held by a pause
+    gone until the flow sweep."""
+    from django_pqjobs.operations import retry_job
+
+    failed, waits = enqueue_job("tests.noop", queue="q"), enqueue_job("tests.noop", queue="q")
+    Job.objects.filter(pk__in=[failed, waits]).update(status="failed")
+    assert flow.pause_queue("q")
+    assert retry_job(failed)
+    job = Job.objects.get(pk=failed)
+    assert (job.status, job.blocked_by) == ("blocked", "paused")
+    # no claim meets it while the queue is paused
+    batch = claim_jobs(DB, "w", None, 10)
+    assert batch.jobs == [] and batch.blocked == 0
+    assert flow.resume_queue("q") == 1
+    job = Job.objects.get(pk=failed)
+    assert (job.status, job.blocked_by) == ("ready", None)
+    assert [j.id for j in claim_jobs(DB, "w", None, 10).jobs] == [failed]
+    # beside no pause, a retry is ready as before
+    assert retry_job(waits)
+    assert Job.objects.get(pk=waits).status == "ready"

@@ -245,6 +245,7 @@ def test_internal_functions_are_callable_by_no_client_role(clean):
                 "pqjobs_note_changes",
                 "pqjobs_flow_admit",
                 "pqjobs_flow_hold_paused",
+                "pqjobs_flow_hold_retried",
                 "pqjobs_flow_slot_freed",
                 "pqjobs_announce_finish",
                 "pqjobs_fair_turn",
@@ -291,7 +292,7 @@ def test_every_function_pins_its_search_path_and_is_closed_to_public(target):
             "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
             "AND p.proname LIKE 'pqjobs%' ORDER BY 1"
         ).fetchall()
-    assert len(functions) == 17
+    assert len(functions) == 18
     for name, definer, config, public, owner in functions:
         assert "search_path=pg_catalog, pg_temp" in (config or []), (name, config)
         assert not public, f"{name}: EXECUTE for PUBLIC"
@@ -305,6 +306,7 @@ def test_every_function_pins_its_search_path_and_is_closed_to_public(target):
                 "pqjobs_note_changes",
                 "pqjobs_flow_admit",
                 "pqjobs_flow_hold_paused",
+                "pqjobs_flow_hold_retried",
                 "pqjobs_flow_slot_freed",
                 "pqjobs_fair_turn",
                 "pqjobs_history_prepare",

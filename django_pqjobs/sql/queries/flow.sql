@@ -4,7 +4,11 @@
 -- A job blocked by its concurrency key is promoted by the trigger that frees its key's slot
 -- (sql/schema/flow.sql); the statements below release what rate windows and pauses held,
 -- and what a missed wake-up left blocked. Room in a window: its allowance less the starts
--- made in it and the jobs already ready to use it.
+-- made in it and the jobs already ready to use it. The counts of ready jobs (here and in
+-- promote_limit_blocked) are in their key's index order, and run with sorts off
+-- (transitions/flow.py): their key's index is the one path left. Where ANALYZE had seen
+-- no ready job, the claim's index of every ready job looked as cheap, and each key's count
+-- read every ready job.
 WITH room AS (
     SELECT r.key, r.allowance - CASE
             WHEN r.window_start = to_timestamp(floor(extract(epoch FROM now())::float8
@@ -21,6 +25,7 @@ WITH room AS (
             SELECT count(*) AS n FROM (
                 SELECT 1 FROM pqjobs_job r
                 WHERE r.shelf = 'hot' AND r.status = 'ready' AND r.rate_key = room.key AND r.run_after <= now()
+                ORDER BY r.rate_key, r.priority DESC, r.run_after
                 LIMIT greatest(room.free, 0)
             ) ready
         ) ahead, LATERAL (
@@ -72,6 +77,7 @@ WITH RECURSIVE held_keys AS (
                 SELECT 1 FROM pqjobs_job r
                 WHERE r.shelf = 'hot' AND r.status = 'ready' AND r.concurrency_key = room.key
                   AND r.run_after <= now()
+                ORDER BY r.concurrency_key, r.priority DESC, r.run_after
                 LIMIT greatest(room.free, 0)
             ) ready
         ) ahead, LATERAL (

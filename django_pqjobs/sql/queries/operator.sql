@@ -48,8 +48,9 @@ SELECT 1 FROM pqjobs_dependency d JOIN pqjobs_job p ON p.id = d.depends_on_id
 WHERE d.job_id = ANY(%s) ORDER BY p.id FOR SHARE OF p
 
 -- name: wait_again
--- (A dependent that halts counts a failed dependency as unfinished.)
-UPDATE pqjobs_job AS j SET status = 'waiting', waiting_for = a.active
+-- (A dependent that halts counts a failed dependency as unfinished. A job retried into a
+-- pause was held by it at once, sql/schema/flow.sql: it waits all the same.)
+UPDATE pqjobs_job AS j SET status = 'waiting', blocked_by = NULL, waiting_for = a.active
 FROM (
     SELECT d.job_id, count(*) AS active FROM pqjobs_dependency d
     JOIN pqjobs_job p ON p.id = d.depends_on_id
@@ -59,7 +60,8 @@ FROM (
            OR p.status = 'failed' AND w.on_dependency_failure = 'halt')
     GROUP BY d.job_id
 ) a
-WHERE j.shelf = 'hot' AND j.id = a.job_id AND j.status = 'ready'
+WHERE j.shelf = 'hot' AND j.id = a.job_id
+  AND (j.status = 'ready' OR j.status = 'blocked' AND j.blocked_by = 'paused')
 
 -- name: run_now
 -- The job is given a run_after just before the earliest ready job of its priority (or now,

@@ -114,12 +114,19 @@ BEGIN
             'years, got %', p_timeout_seconds
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_expires_at IS NOT NULL AND p_expires_in IS NOT NULL
-       OR NOT (p_expires_in > 0 AND p_expires_in <= max_seconds)
-       OR NOT p_expires_at BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN
-        RAISE EXCEPTION 'pqjobs_enqueue: give expires_at or expires_in, not both (expires_in '
-            'more than 0 seconds, at most 100 years; expires_at between the years 1 and '
-            '9999), got % and %', quote_nullable(p_expires_at), quote_nullable(p_expires_in)
+    IF p_expires_at IS NOT NULL AND p_expires_in IS NOT NULL THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: give expires_at or expires_in, not both, got % and %',
+            p_expires_at, p_expires_in
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT (p_expires_in > 0 AND p_expires_in <= max_seconds) THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: expires_in must be more than 0 seconds, at most 100 '
+            'years, got %', p_expires_in
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT p_expires_at BETWEEN '0001-01-02 00:00+00' AND '9999-12-30 00:00+00' THEN
+        RAISE EXCEPTION 'pqjobs_enqueue: expires_at must be between the years 1 and 9999, '
+            'got %', p_expires_at
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     due := COALESCE(p_run_at, now()) + make_interval(secs => p_delay_seconds);
