@@ -225,7 +225,7 @@ def prepare(
     specification.check_rules({**known.declared, **chosen} if known else chosen, where)
     if known is not None and known.arguments is not None:
         # typed arguments: an instance (or a dict of its shape), checked, as JSON
-        payload = known.arguments.to_payload(payload, job_type)
+        payload = known.arguments.to_payload(payload, job_type, known.encrypted)
 
     def value(name: str) -> Any:
         return chosen[name] if name in chosen else specification.default(name, known)
@@ -772,7 +772,9 @@ def enqueue_many(
         return []
     known = registry.get(job_type)
     if known is not None and known.arguments is not None:
-        payload_list = [known.arguments.to_payload(p, job_type) for p in payload_list]
+        payload_list = [
+            known.arguments.to_payload(p, job_type, known.encrypted) for p in payload_list
+        ]
     keys: list[str | None] = list(dedupe_keys) if dedupe_keys is not None else []
     if dedupe_keys is not None and len(keys) != len(payload_list):
         raise InvalidJobOption(

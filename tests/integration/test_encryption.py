@@ -82,6 +82,7 @@ def test_no_keys_refuses_the_enqueue_and_check_says_why(settings):
         "tests.encrypted_noop",
         "tests.encrypted_dict_noop",
         "tests.encrypted_fields",
+        "tests.encrypted_versioned",
     }
 
 
@@ -170,6 +171,7 @@ def test_migrate_publishes_the_encrypted_types_and_sql_enqueue_refuses_clear_pay
         "tests.encrypted_noop": None,
         "tests.encrypted_dict_noop": None,
         "tests.encrypted_fields": ["card_number", "cvv"],
+        "tests.encrypted_versioned": None,
     }
     with pytest.raises(DataError, match=r"job type 'tests.encrypted_echo' is encrypted at rest"):
         sql_enqueue("tests.encrypted_echo", {"card": SECRET})
@@ -223,6 +225,7 @@ def test_check_warns_while_the_database_does_not_know_an_encrypted_type():
         "tests.encrypted_noop",
         "tests.encrypted_dict_noop",
         "tests.encrypted_fields",  # listed, but with other fields
+        "tests.encrypted_versioned",
     }
     publish("default")
     assert not [m for m in run_checks(databases=["default"]) if m.id == "pqjobs.W093"]
