@@ -501,6 +501,13 @@ class Settings:
         meaning="Fernet keys for job types declared encrypted=True, the newest first (it "
         "encrypts; any opens).",
     )
+    ACCEPT_UNBOUND_ENVELOPES = Setting(
+        True,
+        boolean,
+        check="pqjobs.E094",
+        meaning="Open envelopes sealed before they were bound to their job type (with a "
+        "warning once per type); False refuses them (fail their jobs).",
+    )
     SEQUENCE_ON_FAILURE = Setting(
         "halt",
         options.sequence_on_failure,

@@ -297,6 +297,7 @@ def stored_payload(known: JobType, payload: Any, payload_json: str) -> str:
         known.encrypted,
         payload_json,
         f"the payload of job type {known.name!r}",
+        known.name,
     )
 
 

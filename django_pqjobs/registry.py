@@ -116,7 +116,7 @@ class JobType:
         payload = job.payload
         if self.encrypted is True and protection.is_sealed(payload):  # the usual case, quickly
             return protection.open_token(
-                payload[protection.ENVELOPE], f"the payload of job {job.id}"
+                payload[protection.ENVELOPE], f"the payload of job {job.id}", self.name
             )
         if not protection.is_protected(payload, self.encrypted):
             raise protection.SealedError(
@@ -124,7 +124,7 @@ class JobType:
                 "stored in clear (enqueued from SQL, or before the type was encrypted): "
                 "refused, so that no payload of an encrypted type is ever handled unread"
             )
-        return protection.reveal_value(job.payload, f"the payload of job {job.id}")
+        return protection.reveal_value(job.payload, f"the payload of job {job.id}", self.name)
 
     def _upgraded(self, job: Any) -> Any:
         """The payload of a job written for another version of this type, in the current

@@ -317,7 +317,7 @@ def _stored_result(job_type: str, result_json: str) -> str:
             encrypted = True
     try:
         return protection.seal_value(
-            value, encrypted, result_json, f"the result of job type {job_type!r}"
+            value, encrypted, result_json, f"the result of job type {job_type!r}", job_type
         )
     except InvalidJobOption as exc:  # no keys, or no cryptography: fail it, store nothing
         raise PayloadError(str(exc)) from None

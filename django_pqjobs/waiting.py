@@ -46,7 +46,8 @@ WHERE id = (SELECT id FROM pqjobs_job WHERE id = %s AND NOT waited_on
             FOR NO KEY UPDATE SKIP LOCKED)
 """
 _READ = """
-SELECT status, result::text, error_type, last_error, waited_on FROM pqjobs_job WHERE id = %s
+SELECT status, result::text, error_type, last_error, waited_on, job_type
+FROM pqjobs_job WHERE id = %s
 """
 # How soon to look again while the job could not be marked (its row was locked).
 _MARK_RETRY = 0.05
@@ -59,7 +60,9 @@ def result_of(job_id: int, row: tuple[Any, ...]) -> tuple[bool, Any]:
     if status == "done":
         # an encrypted type's result is opened here, for the application that waits
         opened = (
-            None if result is None else reveal_value(from_json(result), f"job {job_id}'s result")
+            None
+            if result is None
+            else reveal_value(from_json(result), f"job {job_id}'s result", row[5])
         )
         return True, opened
     if status == "failed":

@@ -201,7 +201,7 @@ class Workflow:
     def run_child(self, name: str, job_type: str, payload: Any, options: dict[str, Any]) -> Any:
         found = self._take(name, "child")
         if found is not None and found.finished:
-            return self._child_outcome(found.result)
+            return self._child_outcome(found.result, job_type)
         if found is None:
             child_id = self._enqueue_child(name, job_type, payload, options)
         else:
@@ -225,7 +225,7 @@ class Workflow:
             "error": error,
         }
         self._finish(name, outcome)
-        return self._child_outcome(outcome)
+        return self._child_outcome(outcome, job_type)
 
     def _enqueue_child(
         self, name: str, job_type: str, payload: Any, options: dict[str, Any]
@@ -240,10 +240,10 @@ class Workflow:
             )
         return int(child_id)
 
-    def _child_outcome(self, outcome: Any) -> Any:
+    def _child_outcome(self, outcome: Any, job_type: str) -> Any:
         child_id, status = int(outcome["job_id"]), outcome["status"]
         if status == "done":
-            return reveal_value(outcome["result"], f"the result of job {child_id}")
+            return reveal_value(outcome["result"], f"the result of job {child_id}", job_type)
         error = {"failed": JobFailed, "cancelled": JobWasCancelled, "expired": JobExpired}
         raise error[status](child_id, status, outcome["error_type"], outcome["error"])
 
@@ -339,11 +339,12 @@ class Workflow:
         except ValueError as exc:
             raise StepResultNotSerializable(str(exc)) from None
         if self._encrypted:
-            text = protection.seal(text, what)
+            text = protection.seal(text, what, self.ctx.job.job_type)
         return text
 
     def _open(self, text: str) -> Any:
-        return protection.reveal(from_json(text), f"a step of job {self.ctx.job.id}")
+        job = self.ctx.job
+        return protection.reveal(from_json(text), f"a step of job {job.id}", job.job_type)
 
 
 _NOTHING = object()
@@ -379,7 +380,7 @@ def send_signal(
         text = to_json(payload, what, conf.PAYLOAD_MAX_BYTES, "PQJOBS['PAYLOAD_MAX_BYTES']")
         known = registry.get(row[0])
         if known is not None and known.encrypted:
-            text = protection.seal(text, what)
+            text = protection.seal(text, what, known.name)
         cursor.execute(
             "INSERT INTO pqjobs_signal (job_id, name, payload, sent_at) "
             "VALUES (%s, %s, %s::jsonb, now()) ON CONFLICT (job_id, name) DO NOTHING "

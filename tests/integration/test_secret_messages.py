@@ -28,7 +28,7 @@ SECRET = "4111-1111-1111-1111"
 
 def sealed(job_type: str, value: object) -> object:
     """``value`` sealed by the project's own function, as an encrypted type stores it."""
-    return json.loads(seal(json.dumps(value), job_type))
+    return json.loads(seal(json.dumps(value), "a test payload", job_type))
 
 
 def everything_said(caplog: pytest.LogCaptureFixture, job_id: int) -> list[str]:
