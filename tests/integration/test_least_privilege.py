@@ -398,7 +398,8 @@ INTERNAL_FUNCTIONS = (
     "SELECT pqjobs_flow_hold_paused()",
     "SELECT pqjobs_flow_slot_freed()",
     "SELECT pqjobs_announce_finish()",
-    "SELECT pqjobs_history_attempts_back()",
+    "SELECT pqjobs_job_entry_check()",
+    "SELECT pqjobs_job_status_check()",
 )
 # The "may not" column of the guide's role table, statement by statement.
 MAY_NOT = {
