@@ -94,14 +94,14 @@ BEGIN
             (job_part, ':"schema".pqjobs_job'::regclass),
             (attempt_part, ':"schema".pqjobs_attempt'::regclass)
         ) AS t(name, parent) LOOP
-            SELECT c.relkind, pg_get_userbyid(c.relowner) AS holder,
+            SELECT c.relkind::text AS relkind, pg_get_userbyid(c.relowner) AS holder,
                    c.relowner = owner AND EXISTS (
                        SELECT 1 FROM pg_inherits i
                        WHERE i.inhrelid = c.oid AND i.inhparent = part.parent) AS ours
             INTO taken
             FROM pg_class c WHERE c.relnamespace = home AND c.relname = part.name;
             IF NOT FOUND THEN
-                SELECT 't' AS relkind, pg_get_userbyid(t.typowner) AS holder, false AS ours
+                SELECT 't'::text AS relkind, pg_get_userbyid(t.typowner) AS holder, false AS ours
                 INTO taken
                 FROM pg_type t WHERE t.typnamespace = home AND t.typname = part.name;
             END IF;
