@@ -313,33 +313,21 @@ END
 $$;
 
 -- A row enters pqjobs_job (any partition: the trigger is cloned to each) with the id its
--- sequence just drew in this session, in the hot table, or is moved by the owner (the
--- functions above, or migrate); an id never changes. Runs with the caller's rights: it
--- asks who the caller is.
+-- sequence just drew in this session (currval: no other session's draw, nor a value a
+-- client chose, matches it), in the hot table; or the tables' owner puts it there (the
+-- functions above, migrate; TRIGGER stands for the owner: no client role is granted it,
+-- and one that were could attach any trigger of its own). An id never changes. The check
+-- is the trigger's WHEN, run for each row without a call; the function only says no. A
+-- row given an id in a session that drew none is refused by currval itself ("not yet
+-- defined in this session").
 CREATE OR REPLACE FUNCTION :"schema".pqjobs_job_entry_check() RETURNS trigger
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    drawn bigint;
 BEGIN
     IF TG_OP = 'UPDATE' THEN
         RAISE EXCEPTION 'pqjobs_job: a job''s id never changes (job % would become %)',
             OLD.id, NEW.id USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    IF NEW.shelf = 'hot' THEN
-        BEGIN
-            drawn := currval(':"schema".pqjobs_job_id_seq'::regclass);
-        EXCEPTION WHEN object_not_in_prerequisite_state THEN
-            drawn := NULL;  -- nothing drawn in this session: the id was given
-        END;
-        IF NEW.id = drawn THEN
-            RETURN NEW;
-        END IF;
-    END IF;
-    IF pg_has_role((SELECT c.relowner FROM pg_class c
-                    WHERE c.oid = ':"schema".pqjobs_job'::regclass), 'USAGE') THEN
-        RETURN NEW;
     END IF;
     RAISE EXCEPTION 'pqjobs_job: a new job takes the id its sequence draws, in the hot table '
         '(this row came with id % for shelf %); a job changes shelf only through the '
@@ -352,6 +340,9 @@ DROP TRIGGER IF EXISTS pqjobs_job_entry ON :"schema".pqjobs_job;
 CREATE TRIGGER pqjobs_job_entry
 BEFORE INSERT ON :"schema".pqjobs_job
 FOR EACH ROW
+WHEN (NOT pg_catalog.has_table_privilege(':"schema".pqjobs_job'::regclass, 'TRIGGER')
+      AND NOT (NEW.shelf = 'hot'
+               AND NEW.id = pg_catalog.currval(':"schema".pqjobs_job_id_seq'::regclass)))
 EXECUTE FUNCTION :"schema".pqjobs_job_entry_check();
 
 DROP TRIGGER IF EXISTS pqjobs_job_same_id ON :"schema".pqjobs_job;
