@@ -100,7 +100,7 @@ def _hot_first(rows: QuerySet[Any]) -> QuerySet[Any]:
     """``rows`` with the hot table's first: were an id ever held twice (the database refuses a
     given id, sql/schema/history.sql; a superuser may still make one), a job's pages show the
     job still to run rather than answering 500."""
-    return rows.order_by(RawSQL("\"pqjobs_job\".\"shelf\" <> 'hot'", ()))
+    return rows.order_by(RawSQL('"pqjobs_job"."shelf" <> \'hot\'', ()))
 
 
 def _job_or_404(rows: QuerySet[Any], pk: int) -> Job:

@@ -359,9 +359,11 @@ def test_prepare_makes_no_more_than_its_cap_a_call_and_the_mover_asks_again():
     16, and the mover's prepare() asks in turns."""
     today = datetime.now(UTC).date()
     shelves = [history.shelf("done", today - timedelta(days=n), 1) for n in range(20)]
-    with pytest.raises(DatabaseError, match="20 shelves in one call, at most 16"):
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pqjobs_history_prepare(%s::text[])", [shelves])
+    with (
+        pytest.raises(DatabaseError, match="20 shelves in one call, at most 16"),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute("SELECT pqjobs_history_prepare(%s::text[])", [shelves])
     assert history.prepare("default", shelves) == 20
     assert len(partitions("pqjobs_job_done_")) == 20
     tomorrow = history.shelf("done", today + timedelta(days=1), 1)

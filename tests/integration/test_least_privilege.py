@@ -554,9 +554,11 @@ def test_the_web_role_may_not_give_a_job_an_id_or_a_shelf(roles, settings):
             assert "permission denied" in refused_by_the_database(
                 "UPDATE pqjobs_job SET id = %s WHERE id = %s", shelved, mine
             )
-        with connection.cursor() as cursor:  # and the owner may not change an id either
-            with pytest.raises(ProgrammingError, match="a job's id never changes"):
-                cursor.execute("UPDATE pqjobs_job SET id = %s WHERE id = %s", [shelved, mine])
+        with (  # and the owner may not change an id either
+            connection.cursor() as cursor,
+            pytest.raises(ProgrammingError, match="a job's id never changes"),
+        ):
+            cursor.execute("UPDATE pqjobs_job SET id = %s WHERE id = %s", [shelved, mine])
         assert Job.objects.filter(pk=shelved).count() == 1
     finally:
         drop_history_partitions()
