@@ -41,13 +41,15 @@ POLL_INTERVAL = 5.0
 # not hold the waiter past its timeout; it tries again on its next look.
 _MARK = """
 UPDATE pqjobs_job SET waited_on = true
-WHERE id = (SELECT id FROM pqjobs_job WHERE id = %s AND NOT waited_on
-            AND status NOT IN ('done', 'failed', 'cancelled', 'expired')
-            FOR NO KEY UPDATE SKIP LOCKED)
+WHERE shelf = 'hot' AND id = (
+    SELECT id FROM pqjobs_job WHERE shelf = 'hot' AND id = %s AND NOT waited_on
+      AND status NOT IN ('done', 'failed', 'cancelled', 'expired')
+    FOR NO KEY UPDATE SKIP LOCKED)
 """
 _READ = """
 SELECT status, result::text, error_type, last_error, waited_on, job_type
 FROM pqjobs_job WHERE id = %s
+ORDER BY shelf <> 'hot' LIMIT 1
 """
 # How soon to look again while the job could not be marked (its row was locked).
 _MARK_RETRY = 0.05

@@ -127,14 +127,14 @@ SELECT left(t.payload, %(chars)s), length(t.payload),
        EXISTS (SELECT 1 FROM pqjobs_step s WHERE s.job_id = j.id)
 FROM pqjobs_job j,
      LATERAL (SELECT j.payload::text AS payload, j.result::text AS result OFFSET 0) t
-WHERE j.id = %(id)s
+WHERE j.id = %(id)s ORDER BY j.shelf <> 'hot' LIMIT 1
 """
 _PAGE_PROGRESS = """
 SELECT j.progress IS NOT NULL,
        left(j.progress ->> 'done', %(number_chars)s),
        left(j.progress ->> 'total', %(number_chars)s),
        EXISTS (SELECT 1 FROM pqjobs_step s WHERE s.job_id = j.id)
-FROM pqjobs_job j WHERE j.id = %(id)s
+FROM pqjobs_job j WHERE j.id = %(id)s ORDER BY j.shelf <> 'hot' LIMIT 1
 """
 
 

@@ -20,8 +20,14 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, Field, QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
+from django.db.models.expressions import RawSQL
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
@@ -88,6 +94,20 @@ def _earlier(page: excerpts.JobPage) -> SafeString | str:
         "" if hidden == 1 else "s",
         len(page.attempts),
     )
+
+
+def _hot_first(rows: QuerySet[Any]) -> QuerySet[Any]:
+    """``rows`` with the hot table's first: were an id ever held twice (the database refuses a
+    given id, sql/schema/history.sql; a superuser may still make one), a job's pages show the
+    job still to run rather than answering 500."""
+    return rows.order_by(RawSQL('"pqjobs_job"."shelf" <> \'hot\'', ()))
+
+
+def _job_or_404(rows: QuerySet[Any], pk: int) -> Job:
+    job = _hot_first(rows.filter(pk=pk)).first()
+    if job is None:
+        raise Http404("no such job")
+    return job
 
 
 @admin.register(Job)
@@ -265,8 +285,10 @@ class JobAdmin(GuardedListAdmin):
         if not isinstance(field, Field):
             return None
         try:
-            job = rows.get(**{field.name: field.to_python(object_id)})
-        except (Job.DoesNotExist, ValidationError, ValueError):
+            job = _hot_first(rows.filter(**{field.name: field.to_python(object_id)})).first()
+        except (ValidationError, ValueError):
+            return None
+        if job is None:
             return None
         excerpts.attach(
             job,
@@ -887,7 +909,7 @@ class JobAdmin(GuardedListAdmin):
         return require_POST(self._object_action)(request, job_id, action)
 
     def _object_action(self, request: HttpRequest, job_id: int, action: str) -> HttpResponse:
-        job = get_object_or_404(self.get_queryset(request).only("pk"), pk=job_id)
+        job = _job_or_404(self.get_queryset(request).only("pk"), pk=job_id)
         if not self.has_change_permission(request, job):
             raise PermissionDenied
         changed = actions.ACTIONS[action].run([job.pk], actions.actor(request))
@@ -898,7 +920,7 @@ class JobAdmin(GuardedListAdmin):
     def release_view(self, request: HttpRequest, job_id: int) -> HttpResponse:
         """Release one stuck running attempt: a page that shows what is released (GET), and
         the release itself (POST, with the attempt the page showed)."""
-        job = get_object_or_404(self.get_queryset(request).defer(*excerpts.BIG_COLUMNS), pk=job_id)
+        job = _job_or_404(self.get_queryset(request).defer(*excerpts.BIG_COLUMNS), pk=job_id)
         if not self.has_change_permission(request, job):
             raise PermissionDenied
         if request.method == "POST":
@@ -956,7 +978,7 @@ class JobAdmin(GuardedListAdmin):
     def signal_view(self, request: HttpRequest, job_id: int) -> HttpResponse:
         """Send a workflow a signal (its ``ctx.wait_for_signal`` returns the payload): a
         form (GET), and the signal sent under the user's name (POST)."""
-        job = get_object_or_404(self.get_queryset(request).defer(*excerpts.BIG_COLUMNS), pk=job_id)
+        job = _job_or_404(self.get_queryset(request).defer(*excerpts.BIG_COLUMNS), pk=job_id)
         if not self.has_change_permission(request, job):
             raise PermissionDenied
         form = SignalForm(request.POST if request.method == "POST" else None)
