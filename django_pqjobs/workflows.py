@@ -121,7 +121,7 @@ UPDATE pqjobs_step SET finished_at = now(), result = %(result)s::jsonb
 WHERE {commit} AND job_id = %(job)s AND name = %(name)s AND finished_at IS NULL
   AND EXISTS (
       SELECT 1 FROM pqjobs_job
-      WHERE id = %(job)s AND status = 'running' AND locked_by = %(worker)s
+      WHERE shelf = 'hot' AND id = %(job)s AND status = 'running' AND locked_by = %(worker)s
         AND attempts = %(attempt)s
   )
 RETURNING id
