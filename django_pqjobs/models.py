@@ -132,6 +132,15 @@ class JobQuerySet(models.QuerySet["Job"]):
         below do), so that it neither plans nor locks the history partitions."""
         return self.filter(OnHotShelf())
 
+    def get_hot_first(self, **lookup: Any) -> Job:
+        """``get(**lookup)`` (a job by id), looked for on the hot shelf first and on every
+        shelf only if it is not there: a job still to run, or finished lately, is found
+        with one partition planned and locked instead of every history partition."""
+        try:
+            return self.hot().get(**lookup)
+        except self.model.DoesNotExist:
+            return self.get(**lookup)
+
     def ready(self) -> JobQuerySet:
         return self.hot().filter(status=JobStatus.READY)
 

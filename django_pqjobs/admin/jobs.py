@@ -14,7 +14,7 @@ batch, the batch it is a callback of, its dependencies and its dependents
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
@@ -31,7 +31,7 @@ from django.views.decorators.http import require_POST
 from .. import flow, monitoring, operations
 from ..conf import conf
 from ..errors import InvalidJobOption, PayloadError
-from ..models import FairWeight, Job, JobAttempt, Step, WorkerRecord
+from ..models import FairWeight, Job, JobAttempt, JobQuerySet, Step, WorkerRecord
 from ..options import UNIQUE_STATE_BITS
 from ..printable import counted
 from ..redaction import may_see_secrets, redact
@@ -265,7 +265,7 @@ class JobAdmin(GuardedListAdmin):
         if not isinstance(field, Field):
             return None
         try:
-            job = rows.get(**{field.name: field.to_python(object_id)})
+            job = cast(JobQuerySet, rows).get_hot_first(**{field.name: field.to_python(object_id)})
         except (Job.DoesNotExist, ValidationError, ValueError):
             return None
         excerpts.attach(

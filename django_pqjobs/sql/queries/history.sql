@@ -65,3 +65,14 @@ FROM picked p WHERE j.id = p.id AND j.shelf = 'hot'
 -- may not read attempts).
 UPDATE pqjobs_job SET shelf = 'hot'
 WHERE id = ANY(%s) AND status = ANY(%s) AND shelf <> 'hot'
+
+-- name: hot_already
+-- How many of the jobs (of the given statuses) are on the hot shelf, locked there (in id
+-- order, as the transitions lock them) so that the history mover cannot take one away
+-- before the caller's transition: when all of them are, unshelve has nothing to look for
+-- in history (and plans no history partition).
+SELECT count(*) FROM (
+    SELECT id FROM pqjobs_job
+    WHERE shelf = 'hot' AND id = ANY(%s) AND status = ANY(%s)
+    ORDER BY id FOR NO KEY UPDATE
+) AS held
