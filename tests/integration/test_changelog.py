@@ -20,9 +20,12 @@ def test_the_old_on_conflict_insert_fails_with_the_error_the_changelog_quotes():
     assert "ON CONFLICT (job_type, dedupe_key)" in old
     error = "there is no unique or exclusion constraint matching the ON CONFLICT specification"
     assert error in (ROOT / "CHANGELOG.md").read_text()
-    with pytest.raises(DatabaseError, match=error), transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(old)
+    with (
+        pytest.raises(DatabaseError, match=error),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(old)
     assert Job.objects.count() == 0
 
 
