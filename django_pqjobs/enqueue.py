@@ -349,7 +349,7 @@ _WITH_FAIR_KEY = ", p_fair_key => %s::text"  # migration 0025
 _KEY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('pqjobs.key'), hashtext(%s))"
 _WAITING = """
     SELECT count(*), max(id) FROM pqjobs_job
-    WHERE concurrency_key = %s AND status IN ('ready', 'blocked')
+    WHERE shelf = 'hot' AND concurrency_key = %s AND status IN ('ready', 'blocked')
 """
 # Replacing enqueuers take turns: without it, many of them at once keep cancelling each
 # other's new job and none gets through. A single replace locks its key (and its job type in

@@ -40,6 +40,7 @@ from .errors import (
     JobWasCancelled,
     PermanentError,
     PQJobsError,
+    error_summary,
 )
 from .notify import notify_queues
 from .protection import reveal_value
@@ -121,7 +122,7 @@ UPDATE pqjobs_step SET finished_at = now(), result = %(result)s::jsonb
 WHERE {commit} AND job_id = %(job)s AND name = %(name)s AND finished_at IS NULL
   AND EXISTS (
       SELECT 1 FROM pqjobs_job
-      WHERE id = %(job)s AND status = 'running' AND locked_by = %(worker)s
+      WHERE shelf = 'hot' AND id = %(job)s AND status = 'running' AND locked_by = %(worker)s
         AND attempts = %(attempt)s
   )
 RETURNING id
@@ -132,7 +133,9 @@ _FINISHES = {
     for in_transaction in (False, True)
 }
 _SIGNAL = "SELECT payload::text FROM pqjobs_signal WHERE job_id = %s AND name = %s"
-_CHILD = "SELECT status, result::text, error_type, last_error FROM pqjobs_job WHERE id = %s"
+# (on the hot shelf first: a child still to run, or finished lately, is there)
+_CHILD = "SELECT status, result::text, error_type, last_error FROM pqjobs_job WHERE {shelf} id = %s"
+_CHILD_ON_SHELVES = (_CHILD.format(shelf="shelf = 'hot' AND"), _CHILD.format(shelf=""))
 
 
 class Workflow:
@@ -207,8 +210,11 @@ class Workflow:
         else:
             child_id = int(found.result["job_id"])
         with connections[self.ctx.using].cursor() as cursor:
-            cursor.execute(_CHILD, [child_id])
-            row = cursor.fetchone()
+            for sql in _CHILD_ON_SHELVES:
+                cursor.execute(sql, [child_id])
+                row = cursor.fetchone()
+                if row is not None:
+                    break
         if row is None:
             raise PermanentError(
                 f"job {self.ctx.job.id}: its child job {child_id} ({name!r}) is gone (deleted "
@@ -222,7 +228,8 @@ class Workflow:
             "status": status,
             "result": from_json(result),
             "error_type": error_type,
-            "error": error,
+            # its error's message, not its traceback (which stays on the child's page)
+            "error": error_summary(error_type, error),
         }
         self._finish(name, outcome)
         return self._child_outcome(outcome, job_type)
@@ -245,7 +252,10 @@ class Workflow:
         if status == "done":
             return reveal_value(outcome["result"], f"the result of job {child_id}", job_type)
         error = {"failed": JobFailed, "cancelled": JobWasCancelled, "expired": JobExpired}
-        raise error[status](child_id, status, outcome["error_type"], outcome["error"])
+        error_type = outcome["error_type"]
+        raise error[status](
+            child_id, status, error_type, error_summary(error_type, outcome["error"])
+        )
 
     # --- the records --------------------------------------------------------------------
 

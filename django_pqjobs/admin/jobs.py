@@ -14,13 +14,12 @@ batch, the batch it is a callback of, its dependencies and its dependents
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, Field, QuerySet
-from django.db.models.expressions import RawSQL
 from django.http import (
     Http404,
     HttpRequest,
@@ -37,7 +36,7 @@ from django.views.decorators.http import require_POST
 from .. import flow, monitoring, operations
 from ..conf import conf
 from ..errors import InvalidJobOption, PayloadError
-from ..models import FairWeight, Job, JobAttempt, Step, WorkerRecord
+from ..models import FairWeight, Job, JobAttempt, JobQuerySet, Step, WorkerRecord
 from ..options import UNIQUE_STATE_BITS
 from ..printable import counted
 from ..redaction import may_see_secrets, redact
@@ -96,18 +95,14 @@ def _earlier(page: excerpts.JobPage) -> SafeString | str:
     )
 
 
-def _hot_first(rows: QuerySet[Any]) -> QuerySet[Any]:
-    """``rows`` with the hot table's first: were an id ever held twice (the database refuses a
-    given id, sql/schema/history.sql; a superuser may still make one), a job's pages show the
-    job still to run rather than answering 500."""
-    return rows.order_by(RawSQL('"pqjobs_job"."shelf" <> \'hot\'', ()))
-
-
 def _job_or_404(rows: QuerySet[Any], pk: int) -> Job:
-    job = _hot_first(rows.filter(pk=pk)).first()
-    if job is None:
-        raise Http404("no such job")
-    return job
+    # Hot first: were an id ever held twice (the database refuses a given id,
+    # sql/schema/history.sql; a superuser may still make one), the page shows the job still
+    # to run rather than answering 500.
+    try:
+        return cast(JobQuerySet, rows).get_hot_first(pk=pk)
+    except Job.DoesNotExist:
+        raise Http404("no such job") from None
 
 
 @admin.register(Job)
@@ -285,10 +280,8 @@ class JobAdmin(GuardedListAdmin):
         if not isinstance(field, Field):
             return None
         try:
-            job = _hot_first(rows.filter(**{field.name: field.to_python(object_id)})).first()
-        except (ValidationError, ValueError):
-            return None
-        if job is None:
+            job = cast(JobQuerySet, rows).get_hot_first(**{field.name: field.to_python(object_id)})
+        except (Job.DoesNotExist, ValidationError, ValueError):
             return None
         excerpts.attach(
             job,

@@ -119,6 +119,13 @@ def drop_expired(alias: str, status: str, kept: float) -> int:
 
 def unshelve(cursor: Any, job_ids: Sequence[int], statuses: Sequence[str]) -> None:
     """Bring the shelved jobs among ``job_ids`` whose status is one of ``statuses`` back to
-    the hot table, in the caller's transaction, before a transition changes their status
-    (with the owner's rights: pqjobs_history_unshelve(), which brings their attempts too)."""
-    cursor.execute(QUERIES["unshelve"], [list(job_ids), list(statuses)])
+    the hot table, in the caller's transaction, before a transition changes their status.
+
+    The hot shelf is looked at first: when every one of ``job_ids`` is there (and of
+    ``statuses``), nothing is looked for in history, whose partitions would all be planned
+    and locked for a lookup by id."""
+    ids = sorted(set(job_ids))
+    cursor.execute(QUERIES["hot_already"], [ids, list(statuses)])
+    if int(cursor.fetchone()[0]) == len(ids):
+        return
+    cursor.execute(QUERIES["unshelve"], [ids, list(statuses)])

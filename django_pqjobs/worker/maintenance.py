@@ -3,7 +3,8 @@
 Heartbeats (and the cancel requests they bring back), stale-job rescue, the expiry of jobs
 past their deadline, retention pruning, moving finished jobs to history, the scheduler
 pass and priority aging, each on its own interval.
-It survives database outages: a step that fails is logged and tried again at its next turn.
+It survives database outages: a step that fails is logged and tried again 2 s later, then
+twice as late after each failure in a row, up to its own interval (RETRY_FIRST).
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ OUTAGE_REPORT_INTERVAL = 60.0
 AGING_SWEEP_INTERVAL = 5.0
 AGING_SWEEP_MIN_INTERVAL = 0.5
 SHELVE_INTERVAL = 60.0
+# After a step fails it runs again this soon, then twice as late after each failure in a
+# row, up to its own interval: a history move or a prune that met a lock timeout tries
+# again in seconds, not a minute later; an outage is not hammered.
+RETRY_FIRST = 2.0
 
 
 def aging_interval(aging: dict[str, Aging]) -> float | None:
@@ -86,6 +91,14 @@ class Periodic:
         assert self.interval is not None
         self.next_run = now + self.interval
         self.action()
+
+    def failed(self, now: float) -> None:
+        """Count a failure, and run again after a backoff from ``RETRY_FIRST`` seconds
+        (never later than the interval)."""
+        assert self.interval is not None
+        self.failures += 1
+        backoff = RETRY_FIRST * 2 ** min(self.failures - 1, 30)
+        self.next_run = now + min(self.interval, backoff)
 
 
 class Maintenance(threading.Thread):
@@ -155,7 +168,7 @@ class Maintenance(threading.Thread):
             task.run(now)
         except DatabaseError:
             reset_connection(self.alias)
-            task.failures += 1
+            task.failed(now)
             # During an outage every step fails on every turn: the traceback once, then a
             # line now and then, not a traceback a second from the scheduler.
             if task.failures == 1 or now - task.last_report >= OUTAGE_REPORT_INTERVAL:

@@ -465,3 +465,33 @@ def test_a_duplicated_id_answers_the_hot_job_not_500(admin_client, settings):
     assert page.status_code == 200
     assert b"twin" in page.content
     assert wait_for_job(shelved, timeout=5) == {"twin": True}
+
+
+def test_prune_jobs_cuts_history_in_the_spans_the_workers_cut(settings):
+    """A retention given on prune_jobs's command line prunes by it, but the partitions made
+    span what PQJOBS["RETENTION"] gives (a seventh of it), as the workers' maintenance
+    makes them: not spans of the command line's retention beside them."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    settings.PQJOBS = {
+        **settings.PQJOBS,
+        "HISTORY_AFTER": 600,
+        "RETENTION": {**settings.PQJOBS.get("RETENTION", {}), "done": 70 * DAY},
+    }
+    [old] = finished("done", 2 * DAY)
+    call_command("prune_jobs", "--done", "30d", stdout=StringIO())
+    assert partition_of(old) == part("done", 2 * DAY, span=10)
+    assert {name.rsplit("_", 1)[1] for name in partitions("pqjobs_job_done_")} == {"10"}
+    housekeeping.shelve_finished("default")  # the workers' step: no other partition
+    assert {name.rsplit("_", 1)[1] for name in partitions("pqjobs_job_done_")} == {"10"}
+
+
+def test_the_commands_reference_shows_every_retention_flag_of_prune_jobs():
+    from tests.helpers import ROOT
+
+    text = (ROOT / "docs" / "reference" / "commands.md").read_text()
+    synopsis = next(line for line in text.splitlines() if line.startswith("manage.py prune_jobs"))
+    missing = [s for s in housekeeping.RETAINED if f"[--{s} " not in synopsis]
+    assert not missing, f"docs/reference/commands.md's prune_jobs lacks {missing}"

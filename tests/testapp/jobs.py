@@ -275,7 +275,7 @@ def workflow_parent(ctx: JobContext) -> dict:
         ctx.run_child("doomed", "tests.permanent", max_attempts=1)
         failed = None
     except JobFailed as exc:
-        failed = exc.error_type
+        failed = {"type": exc.error_type, "error": exc.error, "job": exc.job_id, "says": str(exc)}
     return {"echoed": echoed, "failed": failed}
 
 

@@ -63,3 +63,14 @@ FROM picked
 -- (pqjobs_history_unshelve() runs with the owner's rights: a role that retries jobs may
 -- not read attempts, nor change a job's shelf).
 SELECT pqjobs_history_unshelve(%s::bigint[], %s::text[])
+
+-- name: hot_already
+-- How many of the jobs (of the given statuses) are on the hot shelf, locked there (in id
+-- order, as the transitions lock them) so that the history mover cannot take one away
+-- before the caller's transition: when all of them are, unshelve has nothing to look for
+-- in history (and plans no history partition).
+SELECT count(*) FROM (
+    SELECT id FROM pqjobs_job
+    WHERE shelf = 'hot' AND id = ANY(%s) AND status = ANY(%s)
+    ORDER BY id FOR NO KEY UPDATE
+) AS held
