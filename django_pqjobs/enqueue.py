@@ -463,15 +463,16 @@ def insert(job: PreparedJob, using: str | None = None) -> int:
                 last = composition.take_turn(cursor, job.sequence_key)
         job_id, created = _insert_plain(job, alias)
         with connections[alias].cursor() as cursor:
-            # a duplicate is no member: the job holding its key is not this batch's
-            if open_batch is not None and created:
-                composition.join_batch(cursor, open_batch, [job_id])
             if job.depends_on:
                 composition.depend(cursor, job_id, job.depends_on, job.on_dependency_failure, where)
             if job.sequence_key is not None:
                 composition.follow(
                     cursor, job_id, job.sequence_key, last, job.sequence_on_failure, where
                 )
+            # A duplicate is no member: the job holding its key is not this batch's. Last,
+            # as it notes the member in open_batch too, which a try rolled back would not undo.
+            if open_batch is not None and created:
+                composition.join_batch(cursor, open_batch, [job_id])
         return job_id
 
     return deadlock_retried(alias, attempt)
@@ -910,11 +911,12 @@ def enqueue_many(
             ids, inserted = _insert_many(
                 cursor, template, texts, keys, flows, fair, trace_context, open_batch
             )
-            if open_batch is not None:
-                # the jobs inserted carry the batch's id; a duplicate's holder is no member
-                composition.count_members(cursor, open_batch, inserted)
             if inserted:
                 notify_queues(cursor, [template.queue])
+            if open_batch is not None:
+                # The jobs inserted carry the batch's id; a duplicate's holder is no member.
+                # Last, as it notes the members in open_batch too (see insert()).
+                composition.count_members(cursor, open_batch, inserted)
         return ids
 
     with ready_database(alias), span if span is not None else nullcontext():
