@@ -192,7 +192,7 @@ def test_a_failover_to_a_standby_that_lost_commits_drains_within_seconds():
                 primary.crash()
                 standby.promote()
                 promoted = time.monotonic()
-                lost_at_promotion = count(
+                left_at_promotion = count(
                     standby, "SELECT count(*) FROM pqjobs_job WHERE status <> 'done'"
                 )
                 wait_for(lambda: count(standby, done) == total, timeout=60)
@@ -200,7 +200,7 @@ def test_a_failover_to_a_standby_that_lost_commits_drains_within_seconds():
                 assert first.poll() is None and second.poll() is None
                 output = first.output() + second.output()
             assert drained_in < 20, f"drained {drained_in:.1f} s after the promotion"
-            assert lost_at_promotion > 0
+            assert left_at_promotion > 0
             assert count(standby, "SELECT count(*) FROM pqjobs_job WHERE status <> 'done'") == 0
             given_back = count(
                 standby,
