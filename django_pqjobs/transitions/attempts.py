@@ -1,6 +1,7 @@
 """The end of an attempt: running → done | ready | failed | cancelled, the attempt given back
-(release), its progress and start, and the rescue of attempts whose worker is gone. Every
-statement here is fenced on the attempt (``Fence``)."""
+(release; release_unheld, by a worker that is not running it), its progress and start, and
+the rescue of attempts whose worker is gone. Every statement here is fenced on the attempt
+(``Fence``)."""
 
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ class Intervals:
     expire: float | None = 1.0
     aging: float | None = AGING_SWEEP_INTERVAL
     shelve: float | None = SHELVE_INTERVAL
-    reconcile: float | None = 30.0
+    reconcile: float | None = None  # None: only after a reconnect
 
 
 class Periodic:
@@ -218,7 +218,8 @@ class Maintenance(threading.Thread):
                 # Only a handler still running can have lost its job: a slot past its handler
                 # may have just recorded its verdict, which also ends the job's 'running'.
                 logger.warning(
-                    "job %s is no longer held by this worker (rescued elsewhere?)",
+                    "job %s is no longer held by this worker (rescued elsewhere, or its claim "
+                    "lost in a failover?)",
                     slot.fence.job_id,
                 )
 
