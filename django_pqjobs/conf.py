@@ -571,6 +571,14 @@ class Settings:
         check="pqjobs.E026",
         meaning="How often each worker looks for stale jobs.",
     )
+    RECONCILE_INTERVAL = Setting(
+        30,
+        optional_positive_seconds,
+        check="pqjobs.E077",
+        meaning="How often a worker gives back the jobs marked running as its own that it is "
+        "not running (lost after a failover); also within a second of a reconnect "
+        "(None: only then).",
+    )
     SHUTDOWN_TIMEOUT = Setting(
         30,
         to_seconds,
