@@ -15,6 +15,7 @@ import dataclasses
 import enum
 import functools
 import inspect
+import re
 import types
 import typing
 import uuid
@@ -25,16 +26,55 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from .errors import PayloadError
+from .protection import Encrypted
+from .redaction import is_secret
 
 Path = str
 
 
-class Mismatch(ValueError):
-    """A value that does not fit its declared type: ``path`` names where (``items[2].sku``)."""
+_NO_VALUE: Any = object()
 
-    def __init__(self, path: Path, message: str) -> None:
-        super().__init__(f"{path}: {message}" if path else message)
-        self.path = path
+
+class Mismatch(ValueError):
+    """A value that does not fit its declared type: ``path`` names where (``items[2].sku``).
+
+    Its text (``str()``, and so any traceback it ends up in) describes the value by its type
+    alone: the payload may be encrypted at rest or the field a secret. :meth:`describe`
+    quotes an excerpt of the value where that may be shown."""
+
+    def __init__(
+        self, path: Path, message: str, got: Any = _NO_VALUE, detail: str | None = None
+    ) -> None:
+        self.path, self.message, self.got, self.detail = path, message, got, detail
+        super().__init__(self.describe(encrypted=True))  # no value: safe anywhere
+
+    def describe(self, encrypted: Encrypted = False) -> str:
+        """The message, for a type declared ``encrypted`` (True: the whole payload; the
+        names of the fields sealed one by one). It quotes the value (up to 60 characters,
+        and a validator's own words) only when the type is not encrypted, the field is not
+        one of its encrypted ones and no name on the path is a secret one
+        (``PQJOBS["REDACTED_FIELDS"]``); otherwise it names the value's type alone."""
+        quote = self.may_quote(encrypted)
+        message = self.detail if quote and self.detail is not None else self.message
+        if self.got is not _NO_VALUE:
+            message += f", got {type(self.got).__name__}"
+            if quote:
+                message += f" {self.got!r:.60}"
+        return f"{self.path}: {message}" if self.path else message
+
+    def may_quote(self, encrypted: Encrypted) -> bool:
+        """Whether a value at this path may be quoted in a message (see :meth:`describe`)."""
+        if encrypted is True:
+            return False
+        if encrypted and _BETWEEN_NAMES.split(self.path, maxsplit=1)[0] in encrypted:
+            return False  # a field sealed one by one
+        # a dict key on the path is a field name too: its quotes and brackets are not words
+        return not is_secret(_NOT_A_WORD.sub(" ", self.path))
+
+
+# What ends the top-level field's name on a path, and what is not a word of a name on it.
+_BETWEEN_NAMES = re.compile(r"[.\[]")
+_NOT_A_WORD = re.compile(r"[\[\]'\"]")
 
 
 @dataclass(frozen=True)
@@ -44,17 +84,17 @@ class Arguments:
     type: Any
     name: str
 
-    def to_payload(self, value: Any, job_type: str) -> Any:
+    def to_payload(self, value: Any, job_type: str, encrypted: Encrypted = False) -> Any:
         """The JSON form of ``value`` (an instance of the type, or a dict of its shape),
-        checked field by field; :class:`~django_pqjobs.PayloadError` names the field."""
+        checked field by field; :class:`~django_pqjobs.PayloadError` names the field (and
+        quotes its value only where :meth:`Mismatch.describe` may, by ``encrypted``)."""
         try:
             if isinstance(value, Mapping) and not _is_typeddict(self.type):
                 value = _load(value, self.type, "")
             return _dump(value, self.type, "")
         except Mismatch as exc:
-            raise PayloadError(
-                f"payload for job type {job_type!r} does not fit {self.name}: {exc}"
-            ) from None
+            misfit = exc.describe(encrypted)
+        raise PayloadError(f"payload for job type {job_type!r} does not fit {self.name}: {misfit}")
 
     def from_payload(self, payload: Any) -> Any:
         """The payload rebuilt as the type; :class:`Mismatch` names the field that does
@@ -119,8 +159,9 @@ def load(data: Any, annotation: Any, path: Path = "") -> Any:
     try:
         return _quick_loader(annotation)(data)
     except Exception:
-        # the careful reading below, with paths: it says which field does not fit
-        return _load(data, annotation, path)
+        pass  # its exception may quote the value: not kept, not even as a context
+    # the careful reading, with paths: it says which field does not fit
+    return _load(data, annotation, path)
 
 
 # --- the JSON form ----------------------------------------------------------------------
@@ -136,10 +177,6 @@ def _is_typeddict(tp: Any) -> bool:
 
 def _is_pydantic(tp: Any) -> bool:
     return isinstance(tp, type) and hasattr(tp, "model_validate") and hasattr(tp, "model_dump")
-
-
-def _describe(value: Any) -> str:
-    return f"{type(value).__name__} {value!r:.60}"
 
 
 @functools.lru_cache(maxsize=256)
@@ -176,14 +213,14 @@ def _shared(value: Any, tp: Any, path: Path, convert: Callable[[Any, Any, Path],
                 return convert(value, option, path)
             except Mismatch:
                 continue
-        raise Mismatch(path, f"expected {_name(tp)}, got {_describe(value)}")
+        raise Mismatch(path, f"expected {_name(tp)}", value)
     if tp is type(None):
         if value is not None:
-            raise Mismatch(path, f"expected None, got {_describe(value)}")
+            raise Mismatch(path, "expected None", value)
         return None
     if origin is typing.Literal:
         if value not in args:
-            raise Mismatch(path, f"expected one of {args!r}, got {_describe(value)}")
+            raise Mismatch(path, f"expected one of {args!r}", value)
         return value
     return _UNSHARED
 
@@ -198,11 +235,11 @@ def _dump(value: Any, tp: Any, path: Path) -> Any:
         if isinstance(value, Mapping):
             value = _validate_pydantic(tp, value, path)
         if not isinstance(value, tp):
-            raise Mismatch(path, f"expected {tp.__name__}, got {_describe(value)}")
+            raise Mismatch(path, f"expected {tp.__name__}", value)
         return value.model_dump(mode="json")
     if is_dataclass_type(tp):
         if not isinstance(value, tp):
-            raise Mismatch(path, f"expected {tp.__name__}, got {_describe(value)}")
+            raise Mismatch(path, f"expected {tp.__name__}", value)
         fields, _ = _fields(tp)
         return {
             name: _dump(getattr(value, name), kind, _at(path, name))
@@ -210,28 +247,28 @@ def _dump(value: Any, tp: Any, path: Path) -> Any:
         }
     if _is_typeddict(tp):
         if not isinstance(value, Mapping):
-            raise Mismatch(path, f"expected {tp.__name__} (a dict), got {_describe(value)}")
+            raise Mismatch(path, f"expected {tp.__name__} (a dict)", value)
         return _load_mapping_fields(value, tp, path, _dump)
     if origin in (list, set, frozenset) or tp in (list, set, frozenset):
         if not isinstance(value, (list, tuple, set, frozenset)):
-            raise Mismatch(path, f"expected {_name(tp)}, got {_describe(value)}")
+            raise Mismatch(path, f"expected {_name(tp)}", value)
         item = args[0] if args else Any
         return [_dump(v, item, f"{path}[{n}]") for n, v in enumerate(value)]
     if origin is tuple or tp is tuple:
         return _tuple(value, args, path, _dump)
     if origin is dict or tp is dict:
         if not isinstance(value, Mapping):
-            raise Mismatch(path, f"expected {_name(tp)}, got {_describe(value)}")
+            raise Mismatch(path, f"expected {_name(tp)}", value)
         item = args[1] if len(args) == 2 else Any
         dumped = {}
         for key, v in value.items():
             if not isinstance(key, str):
-                raise Mismatch(path, f"keys must be strings, got {_describe(key)}")
+                raise Mismatch(path, "keys must be strings", key)
             dumped[key] = _dump(v, item, f"{path}[{key!r}]")
         return dumped
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         if not isinstance(value, tp):
-            raise Mismatch(path, f"expected {tp.__name__}, got {_describe(value)}")
+            raise Mismatch(path, f"expected {tp.__name__}", value)
         return value.value
     return _dump_leaf(value, tp, path)
 
@@ -252,7 +289,7 @@ def _dump_leaf(value: Any, tp: Any, path: Path) -> Any:
     else:
         raise Mismatch(path, f"{_name(tp)} has no JSON form here (use a supported type)")
     if not ok:
-        raise Mismatch(path, f"expected {_name(tp)}, got {_describe(value)}")
+        raise Mismatch(path, f"expected {_name(tp)}", value)
     if tp in (datetime, date, time):
         return value.isoformat()
     if tp in (Decimal, uuid.UUID):
@@ -270,12 +307,12 @@ def _load(data: Any, tp: Any, path: Path) -> Any:
         return _validate_pydantic(tp, data, path)
     if is_dataclass_type(tp) or _is_typeddict(tp):
         if not isinstance(data, Mapping):
-            raise Mismatch(path, f"expected {tp.__name__} (an object), got {_describe(data)}")
+            raise Mismatch(path, f"expected {tp.__name__} (an object)", data)
         loaded = _load_mapping_fields(data, tp, path, _load)
         return loaded if _is_typeddict(tp) else tp(**loaded)
     if origin in (list, set, frozenset) or tp in (list, set, frozenset):
         if not isinstance(data, list):
-            raise Mismatch(path, f"expected {_name(tp)} (a list), got {_describe(data)}")
+            raise Mismatch(path, f"expected {_name(tp)} (a list)", data)
         item = args[0] if args else Any
         items = [_load(v, item, f"{path}[{n}]") for n, v in enumerate(data)]
         kind = origin or tp
@@ -284,7 +321,7 @@ def _load(data: Any, tp: Any, path: Path) -> Any:
         return tuple(_tuple(data, args, path, _load))
     if origin is dict or tp is dict:
         if not isinstance(data, Mapping):
-            raise Mismatch(path, f"expected {_name(tp)} (an object), got {_describe(data)}")
+            raise Mismatch(path, f"expected {_name(tp)} (an object)", data)
         item = args[1] if len(args) == 2 else Any
         return {str(k): _load(v, item, f"{path}[{k!r}]") for k, v in data.items()}
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
@@ -293,10 +330,9 @@ def _load(data: Any, tp: Any, path: Path) -> Any:
         try:
             return tp(data)
         except ValueError:
-            allowed = ", ".join(repr(m.value) for m in tp)
-            raise Mismatch(
-                path, f"expected one of {tp.__name__}'s values ({allowed}), got {_describe(data)}"
-            ) from None
+            pass  # Enum's own error quotes the value: raised outside, not even as a context
+        allowed = ", ".join(repr(m.value) for m in tp)
+        raise Mismatch(path, f"expected one of {tp.__name__}'s values ({allowed})", data)
     return _load_leaf(data, tp, path)
 
 
@@ -364,7 +400,7 @@ def _careful(tp: Any, data: Any) -> Any:
 def _load_leaf(data: Any, tp: Any, path: Path) -> Any:
     if isinstance(data, tp) and not (tp is int and isinstance(data, bool)):
         if tp is date and isinstance(data, datetime):
-            raise Mismatch(path, f"expected a date, got {_describe(data)}")
+            raise Mismatch(path, "expected a date", data)
         return data
     try:
         if tp is float and isinstance(data, int) and not isinstance(data, bool):
@@ -386,7 +422,7 @@ def _load_leaf(data: Any, tp: Any, path: Path) -> Any:
         pass
     if tp not in (str, int, float, bool, datetime, date, time, uuid.UUID, Decimal):
         raise Mismatch(path, f"{_name(tp)} has no JSON form here (use a supported type)")
-    raise Mismatch(path, f"expected {_name(tp)}, got {_describe(data)}")
+    raise Mismatch(path, f"expected {_name(tp)}", data)
 
 
 def _load_mapping_fields(
@@ -410,7 +446,7 @@ def _tuple(
     value: Any, args: tuple[Any, ...], path: Path, convert: Callable[[Any, Any, Path], Any]
 ) -> list[Any]:
     if not isinstance(value, (list, tuple)):
-        raise Mismatch(path, f"expected a tuple, got {_describe(value)}")
+        raise Mismatch(path, "expected a tuple", value)
     if len(args) == 2 and args[1] is Ellipsis:
         return [convert(v, args[0], f"{path}[{n}]") for n, v in enumerate(value)]
     if args and len(args) != len(value):
@@ -426,12 +462,24 @@ def _validate_pydantic(tp: Any, data: Any, path: Path) -> Any:
     try:
         return tp.model_validate(data)
     except Exception as exc:  # pydantic's ValidationError, without importing pydantic
+        # Its text quotes the input (input_value=...): only its parts are kept, and the
+        # Mismatch is raised outside this block, so that the error is not even its context.
         errors = getattr(exc, "errors", None)
-        if callable(errors):
-            first = errors()[0]
-            where = ".".join(str(part) for part in first.get("loc", ()))
-            raise Mismatch(_at(path, where), str(first.get("msg", exc))) from None
-        raise Mismatch(path, str(exc)) from None
+        first: Mapping[str, Any] = errors()[0] if callable(errors) else {}
+        refused = f"{tp.__name__} refused it ({type(exc).__name__})"
+    where = _at(path, ".".join(str(part) for part in first.get("loc", ())))
+    kind = str(first.get("type", ""))
+    said = str(first.get("msg", refused))
+    # pydantic's messages on types and missing fields name no value; a validator's own
+    # (value_error, assertion_error, a custom type) may say anything: only its kind is
+    # shown where values may not be
+    plain = kind.endswith(("_parsing", "_type")) or kind in _PYDANTIC_PLAIN
+    message = said if plain or not first else f"{tp.__name__} refused it ({kind})"
+    got = _NO_VALUE if kind == "missing" else first.get("input", _NO_VALUE)
+    raise Mismatch(where, message, got, said)
+
+
+_PYDANTIC_PLAIN = frozenset({"missing", "extra_forbidden", "model_type", "dataclass_type"})
 
 
 def _name(tp: Any) -> str:

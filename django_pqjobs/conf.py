@@ -501,6 +501,13 @@ class Settings:
         meaning="Fernet keys for job types declared encrypted=True, the newest first (it "
         "encrypts; any opens).",
     )
+    ACCEPT_UNBOUND_ENVELOPES = Setting(
+        True,
+        boolean,
+        check="pqjobs.E094",
+        meaning="Open envelopes sealed before they were bound to their job type (with a "
+        "warning once per type); False refuses them (fail their jobs).",
+    )
     SEQUENCE_ON_FAILURE = Setting(
         "halt",
         options.sequence_on_failure,
@@ -563,6 +570,14 @@ class Settings:
         env="WORKER_REAP_INTERVAL",
         check="pqjobs.E026",
         meaning="How often each worker looks for stale jobs.",
+    )
+    RECONCILE_INTERVAL = Setting(
+        30,
+        optional_positive_seconds,
+        check="pqjobs.E077",
+        meaning="How often a worker gives back the jobs marked running as its own that it is "
+        "not running (lost after a failover); also within a second of a reconnect "
+        "(None: only then).",
     )
     SHUTDOWN_TIMEOUT = Setting(
         30,

@@ -107,15 +107,15 @@ class JobContext:
         dependency pruned meanwhile is missing."""
         with self.connection.cursor() as cursor:
             cursor.execute(
-                "SELECT j.id, j.result::text FROM pqjobs_dependency d "
+                "SELECT j.id, j.result::text, j.job_type FROM pqjobs_dependency d "
                 "JOIN pqjobs_job j ON j.id = d.depends_on_id WHERE d.job_id = %s ORDER BY j.id",
                 [self.job.id],
             )
             rows = cursor.fetchall()
         # results of encrypted types are opened for the handler
         return {
-            int(job_id): reveal_value(from_json(text), f"the result of job {job_id}")
-            for job_id, text in rows
+            int(job_id): reveal_value(from_json(text), f"the result of job {job_id}", job_type)
+            for job_id, text, job_type in rows
         }
 
     # --- durable workflows (workflows.py) ---------------------------------------------------

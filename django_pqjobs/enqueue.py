@@ -9,13 +9,16 @@ database that is not PostgreSQL, and job tables that ``migrate`` has not created
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Iterator, Sequence
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, TypeVar
 
-from django.db import DatabaseError, connections, transaction
+from django.db import DatabaseError, OperationalError, connections, transaction
 from django.utils import timezone
 
 from . import (
@@ -44,6 +47,11 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 _DEDUPE_RETRIES = 20
+# A deadlock's victim tries again this many times in all, after a pause of up to
+# _DEADLOCK_PAUSE seconds times its tries so far (see deadlock_retried).
+_DEADLOCK_TRIES = 5
+_DEADLOCK_PAUSE = 0.05
+_DEADLOCK_DETECTED = "40P01"
 DEBOUNCE_KEY = "debounce"  # the key of a debounced job given none and no unique_by
 ALL_FINISHED = sum(UNIQUE_STATE_BITS.values())
 
@@ -225,7 +233,7 @@ def prepare(
     specification.check_rules({**known.declared, **chosen} if known else chosen, where)
     if known is not None and known.arguments is not None:
         # typed arguments: an instance (or a dict of its shape), checked, as JSON
-        payload = known.arguments.to_payload(payload, job_type)
+        payload = known.arguments.to_payload(payload, job_type, known.encrypted)
 
     def value(name: str) -> Any:
         return chosen[name] if name in chosen else specification.default(name, known)
@@ -297,6 +305,7 @@ def stored_payload(known: JobType, payload: Any, payload_json: str) -> str:
         known.encrypted,
         payload_json,
         f"the payload of job type {known.name!r}",
+        known.name,
     )
 
 
@@ -348,7 +357,7 @@ _WITH_FAIR_KEY = ", p_fair_key => %s::text"  # migration 0025
 _KEY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('pqjobs.key'), hashtext(%s))"
 _WAITING = """
     SELECT count(*), max(id) FROM pqjobs_job
-    WHERE concurrency_key = %s AND status IN ('ready', 'blocked')
+    WHERE shelf = 'hot' AND concurrency_key = %s AND status IN ('ready', 'blocked')
 """
 # Replacing enqueuers take turns: without it, many of them at once keep cancelling each
 # other's new job and none gets through. A single replace locks its key (and its job type in
@@ -373,6 +382,53 @@ def ready_database(alias: str) -> Iterator[None]:
         if not_ready is None:
             raise
         raise not_ready from None
+
+
+_T = TypeVar("_T")
+# The databases whose deadlock_retried() attempt this thread (or task) is inside.
+_retrying: ContextVar[frozenset[str]] = ContextVar("pqjobs_retrying", default=frozenset())
+
+
+def deadlock_retried(alias: str, attempt: Callable[[], _T], *, atomic: bool = True) -> _T:
+    """Run ``attempt`` (every enqueue's writes go through here), again if PostgreSQL ends it
+    as the victim of a deadlock, up to ``_DEADLOCK_TRIES`` times in all.
+
+    With ``atomic``, ``attempt`` runs in ``transaction.atomic`` (a savepoint inside the
+    caller's transaction): the victim is rolled back to its start, its locks released and
+    nothing it wrote left, so the next try cannot make a job twice. Without (one job, whose
+    statements each hold no key while they wait), it is tried again only outside a
+    transaction, where the statement PostgreSQL ended was its own transaction; inside the
+    caller's, the caller's transaction is aborted and the error is the caller's to see.
+    """
+
+    def once() -> _T:
+        if not atomic:
+            return attempt()
+        with transaction.atomic(using=alias):
+            return attempt()
+
+    outer = _retrying.get()
+    if alias in outer:
+        return once()  # part of an attempt that is tried again whole, by its own call
+    connection = connections[alias]
+    for tries in range(1, _DEADLOCK_TRIES + 1):
+        token = _retrying.set(outer | {alias})
+        try:
+            return once()
+        except OperationalError as exc:
+            cause = exc.__cause__
+            sqlstate = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+            if (
+                sqlstate != _DEADLOCK_DETECTED
+                or tries == _DEADLOCK_TRIES
+                or not (atomic or connection.get_autocommit())
+            ):
+                raise
+        finally:
+            _retrying.reset(token)
+        # the other side of the deadlock goes on meanwhile; tries at once would meet again
+        time.sleep(random.uniform(0, _DEADLOCK_PAUSE * tries))
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 def insert(job: PreparedJob, using: str | None = None) -> int:
@@ -400,23 +456,27 @@ def insert(job: PreparedJob, using: str | None = None) -> int:
         where,
         batch=open_batch is not None,
     )
-    with transaction.atomic(using=alias):
+
+    def attempt() -> int:
         last = None
         if job.sequence_key is not None:
             with connections[alias].cursor() as cursor:
                 last = composition.take_turn(cursor, job.sequence_key)
         job_id, created = _insert_plain(job, alias)
         with connections[alias].cursor() as cursor:
-            # a duplicate is no member: the job holding its key is not this batch's
-            if open_batch is not None and created:
-                composition.join_batch(cursor, open_batch, [job_id])
             if job.depends_on:
                 composition.depend(cursor, job_id, job.depends_on, job.on_dependency_failure, where)
             if job.sequence_key is not None:
                 composition.follow(
                     cursor, job_id, job.sequence_key, last, job.sequence_on_failure, where
                 )
-    return job_id
+            # A duplicate is no member: the job holding its key is not this batch's. Last,
+            # as it notes the member in open_batch too, which a try rolled back would not undo.
+            if open_batch is not None and created:
+                composition.join_batch(cursor, open_batch, [job_id])
+        return job_id
+
+    return deadlock_retried(alias, attempt)
 
 
 class Inserted(NamedTuple):
@@ -431,9 +491,12 @@ def _insert_plain(job: PreparedJob, alias: str) -> Inserted:
     with ready_database(alias):
         span = tracing.enqueue_span(job.job_type, job.queue)
         if span is None:
-            return _insert_job(job, alias, None)
+            return deadlock_retried(alias, lambda: _insert_job(job, alias, None), atomic=False)
         with span:
-            inserted = _insert_job(job, alias, span.context_json)
+            context = span.context_json
+            inserted = deadlock_retried(
+                alias, lambda: _insert_job(job, alias, context), atomic=False
+            )
             span.job_id(inserted.job_id)
             return inserted
 
@@ -694,6 +757,14 @@ _DEADLINE = (
     "COALESCE(%s::timestamptz, COALESCE(%s, now()) + make_interval(secs => %s) "
     "+ make_interval(secs => %s::double precision))"
 )
+# The rows of one statement go in in the order of their keys (byte order: the same in every
+# database, whatever its collation), those without one after them in the caller's order.
+# An INSERT that meets a key another open transaction has just inserted waits for that one
+# to end, holding the keys it has inserted so far: two statements that took the same keys in
+# different orders would each wait for the other (a deadlock). Taken in one order, the one
+# that gets a key first gets every key after it first too. The ids go back in the caller's
+# order (_insert_many maps them by key).
+_KEY_ORDER = 'ORDER BY t.dedupe_key COLLATE "C", t.n'
 _INSERT_MANY = f"""
     INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id, unique_until, unique_states,
                             expires_at, payload_version, fair_key)
@@ -704,7 +775,7 @@ _INSERT_MANY = f"""
            t.fair_key
     FROM unnest(%s::text[], %s::text[], %s::text[])
          WITH ORDINALITY AS t(payload, dedupe_key, fair_key, n)
-    ORDER BY t.n
+    {_KEY_ORDER}
     {_ON_CONFLICT}
     RETURNING id, dedupe_key
 """
@@ -720,7 +791,7 @@ _INSERT_MANY_FLOW = f"""
            t.fair_key, t.concurrency_key, %s, t.rate_key, %s, %s
     FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
          WITH ORDINALITY AS t(payload, dedupe_key, fair_key, concurrency_key, rate_key, n)
-    ORDER BY t.n
+    {_KEY_ORDER}
     {_ON_CONFLICT}
     RETURNING id, dedupe_key
 """
@@ -772,7 +843,9 @@ def enqueue_many(
         return []
     known = registry.get(job_type)
     if known is not None and known.arguments is not None:
-        payload_list = [known.arguments.to_payload(p, job_type) for p in payload_list]
+        payload_list = [
+            known.arguments.to_payload(p, job_type, known.encrypted) for p in payload_list
+        ]
     keys: list[str | None] = list(dedupe_keys) if dedupe_keys is not None else []
     if dedupe_keys is not None and len(keys) != len(payload_list):
         raise InvalidJobOption(
@@ -835,20 +908,22 @@ def enqueue_many(
     )
     span = tracing.enqueue_span(job_type, template.queue, len(texts))
     trace_context = None if span is None else span.context_json
-    with (
-        ready_database(alias),
-        span if span is not None else nullcontext(),
-        transaction.atomic(using=alias),
-        connections[alias].cursor() as cursor,
-    ):
-        ids, inserted = _insert_many(
-            cursor, template, texts, keys, flows, fair, trace_context, open_batch
-        )
-        if open_batch is not None:
-            # the jobs inserted carry the batch's id; a duplicate's holder is no member
-            composition.count_members(cursor, open_batch, inserted)
-        if inserted:
-            notify_queues(cursor, [template.queue])
+
+    def attempt() -> list[int]:
+        with connections[alias].cursor() as cursor:
+            ids, inserted = _insert_many(
+                cursor, template, texts, keys, flows, fair, trace_context, open_batch
+            )
+            if inserted:
+                notify_queues(cursor, [template.queue])
+            if open_batch is not None:
+                # The jobs inserted carry the batch's id; a duplicate's holder is no member.
+                # Last, as it notes the members in open_batch too (see insert()).
+                composition.count_members(cursor, open_batch, inserted)
+        return ids
+
+    with ready_database(alias), span if span is not None else nullcontext():
+        ids = deadlock_retried(alias, attempt)
     signals.job_enqueued.send(sender=job_type, job_id=None, job_type=job_type, created=True)
     return ids
 

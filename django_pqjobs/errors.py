@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from .durations import Duration, to_seconds
@@ -163,6 +164,22 @@ __all__ = [
     "Retry",
     "UnknownJobType",
 ]
+
+
+def error_summary(error_type: str, last_error: str) -> str:
+    """The message of a job's last error, without its traceback: the line that names the
+    error (a traceback's last line, ``Type: message``) without the type, else the first
+    line of the text. What a parent is told of its child's failure."""
+    lines = [line.strip() for line in (last_error or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
+    if error_type:
+        # "PermanentError: ..." or "django_pqjobs.errors.PermanentError: ..."
+        named = re.match(rf"(?:[\w.]+\.)?{re.escape(error_type.rpartition('.')[2])}:\s*", line)
+        if named:
+            return line[named.end() :]
+    return line
 
 
 class JobFailed(PQJobsError):

@@ -134,19 +134,21 @@ class FairKey:
 _FAIR_KEYS = """
 WITH per_arm (fair_key, waiting, running, oldest) AS (
     SELECT fair_key, count(*), 0, min(run_after) FILTER (WHERE run_after <= now())
-    FROM pqjobs_job WHERE status = 'ready' AND fair_turn IS NULL AND fair_key IS NOT NULL
+    FROM pqjobs_job
+    WHERE shelf = 'hot' AND status = 'ready' AND fair_turn IS NULL AND fair_key IS NOT NULL
     GROUP BY fair_key
     UNION ALL
     SELECT fair_key, count(*), 0, min(run_after) FILTER (WHERE run_after <= now())
-    FROM pqjobs_job WHERE status = 'ready' AND fair_turn IS NOT NULL AND fair_key IS NOT NULL
+    FROM pqjobs_job
+    WHERE shelf = 'hot' AND status = 'ready' AND fair_turn IS NOT NULL AND fair_key IS NOT NULL
     GROUP BY fair_key
     UNION ALL
     SELECT fair_key, count(*), 0, NULL
-    FROM pqjobs_job WHERE status = 'blocked' AND fair_key IS NOT NULL
+    FROM pqjobs_job WHERE shelf = 'hot' AND status = 'blocked' AND fair_key IS NOT NULL
     GROUP BY fair_key
     UNION ALL
     SELECT fair_key, 0, count(*), NULL
-    FROM pqjobs_job WHERE status = 'running' AND fair_key IS NOT NULL
+    FROM pqjobs_job WHERE shelf = 'hot' AND status = 'running' AND fair_key IS NOT NULL
     GROUP BY fair_key
 ), top AS (
     SELECT fair_key, sum(waiting) AS waiting, sum(running) AS running, min(oldest) AS oldest
@@ -192,12 +194,12 @@ def fair_keys(limit: int = SHOWN_KEYS, using: str | None = None) -> list[FairKey
 _WAITING_LONGEST = """
 SELECT fair_key, extract(epoch FROM now()) - extract(epoch FROM min(oldest)) FROM (
     SELECT fair_key, min(run_after) AS oldest FROM pqjobs_job
-    WHERE status = 'ready' AND fair_turn IS NULL AND fair_key IS NOT NULL
+    WHERE shelf = 'hot' AND status = 'ready' AND fair_turn IS NULL AND fair_key IS NOT NULL
       AND run_after <= now() - make_interval(secs => %(seconds)s) {queue_filter}
     GROUP BY fair_key
     UNION ALL
     SELECT fair_key, min(run_after) FROM pqjobs_job
-    WHERE status = 'ready' AND fair_turn IS NOT NULL AND fair_key IS NOT NULL
+    WHERE shelf = 'hot' AND status = 'ready' AND fair_turn IS NOT NULL AND fair_key IS NOT NULL
       AND run_after <= now() - make_interval(secs => %(seconds)s) {queue_filter}
     GROUP BY fair_key
 ) arms

@@ -173,7 +173,7 @@ class Held:
 _HELD = """
 SELECT blocked_by, COALESCE(CASE blocked_by WHEN 'limit' THEN concurrency_key
                                             WHEN 'rate' THEN rate_key END, queue), count(*)
-FROM pqjobs_job WHERE status = 'blocked'
+FROM pqjobs_job WHERE shelf = 'hot' AND status = 'blocked'
 GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT %s
 """
 

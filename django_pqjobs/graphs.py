@@ -12,10 +12,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
-
 from .conf import conf
-from .enqueue import enqueue_job
+from .enqueue import deadlock_retried, enqueue_job
 from .errors import InvalidJobOption
 from .statuses import DependencyPolicy
 
@@ -118,14 +116,19 @@ class JobGraph:
         """Enqueue every job in one transaction (a savepoint inside yours); return the id
         of each by name."""
         order = self.order()
-        ids: dict[str, int] = {}
-        with transaction.atomic(using=using or conf.DATABASE):
+
+        def attempt() -> dict[str, int]:
+            ids: dict[str, int] = {}
             for name in order:
                 node = self._nodes[name]
                 deps = [ids[d] if isinstance(d, str) else d for d in node.depends_on]
                 ids[name] = enqueue_job(
                     node.job_type, node.payload, depends_on=deps, using=using, **node.options
                 )
+            return ids
+
+        # jobs of several keys in one transaction: a deadlock's victim starts the graph again
+        ids = deadlock_retried(using or conf.DATABASE, attempt)
         return {name: ids[name] for name in self._nodes}
 
 

@@ -10,12 +10,13 @@ values before they reach these columns.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
-from django.db.models import ExpressionWrapper, F, Q
+from django.db.models import Expression, ExpressionWrapper, F, Q
 from django.db.models.functions import Now
 
 from .options import (
@@ -47,6 +48,7 @@ __all__ = [
     "JobStatus",
     "KeySlots",
     "MisfirePolicy",
+    "OnHotShelf",
     "OperatorAction",
     "OutcomeCount",
     "OverlapPolicy",
@@ -90,21 +92,69 @@ class Timestamp(models.DateTimeField):
         return name, "django.db.models.DateTimeField", args, kwargs
 
 
+class OnHotShelf(Expression):
+    """``shelf = 'hot'`` of the query's job table: the condition that lets PostgreSQL plan
+    and lock the hot partition of ``pqjobs_job`` alone (the column is SQL's, not the
+    model's: see ``sql/schema/history.sql``)."""
+
+    output_field = models.BooleanField()
+    conditional = True
+
+    def __init__(self, alias: str | None = None) -> None:
+        super().__init__()
+        self.alias = alias
+
+    def resolve_expression(
+        self,
+        query: Any = None,
+        allow_joins: bool = True,
+        reuse: Any = None,
+        summarize: bool = False,
+        for_save: bool = False,
+    ) -> OnHotShelf:
+        return OnHotShelf(query.get_initial_alias() if query is not None else self.alias)
+
+    def relabeled_clone(self, change_map: Mapping[str, str]) -> OnHotShelf:
+        return OnHotShelf(change_map.get(self.alias, self.alias) if self.alias else None)
+
+    def get_group_by_cols(self) -> list[Any]:
+        return []
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, tuple[str | int, ...]]:
+        table = compiler.quote_name_unless_alias(self.alias or Job._meta.db_table)
+        return f"{table}.{connection.ops.quote_name('shelf')} = 'hot'", ()
+
+
 class JobQuerySet(models.QuerySet["Job"]):
+    def hot(self) -> JobQuerySet:
+        """The jobs on the hot shelf: every job not finished, and the finished ones not
+        moved to history yet. A query about jobs still to run says it (the status filters
+        below do), so that it neither plans nor locks the history partitions."""
+        return self.filter(OnHotShelf())
+
+    def get_hot_first(self, **lookup: Any) -> Job:
+        """``get(**lookup)`` (a job by id), looked for on the hot shelf first and on every
+        shelf only if it is not there: a job still to run, or finished lately, is found
+        with one partition planned and locked instead of every history partition."""
+        try:
+            return self.hot().get(**lookup)
+        except self.model.DoesNotExist:
+            return self.get(**lookup)
+
     def ready(self) -> JobQuerySet:
-        return self.filter(status=JobStatus.READY)
+        return self.hot().filter(status=JobStatus.READY)
 
     def due(self) -> JobQuerySet:
         return self.ready().filter(run_after__lte=Now())
 
     def running(self) -> JobQuerySet:
-        return self.filter(status=JobStatus.RUNNING)
+        return self.hot().filter(status=JobStatus.RUNNING)
 
     def active(self) -> JobQuerySet:
-        return self.filter(status__in=ACTIVE_STATUSES)
+        return self.hot().filter(status__in=ACTIVE_STATUSES)
 
     def waiting(self) -> JobQuerySet:
-        return self.filter(status=JobStatus.WAITING)
+        return self.hot().filter(status=JobStatus.WAITING)
 
     def done(self) -> JobQuerySet:
         return self.filter(status=JobStatus.DONE)

@@ -147,9 +147,10 @@ def _oldest(rows: Iterable[Depth]) -> dict[str, float]:
 _LAG = """
 SELECT extract(epoch FROM now()) - extract(epoch FROM least(
     (SELECT min(run_after) FROM pqjobs_job
-     WHERE status = 'ready' AND run_after <= now() {queue_filter}),
+     WHERE shelf = 'hot' AND status = 'ready' AND run_after <= now() {queue_filter}),
     (SELECT min(run_after) FROM pqjobs_job
-     WHERE status = 'blocked' AND blocked_by <> 'paused' AND run_after <= now() {queue_filter})
+     WHERE shelf = 'hot' AND status = 'blocked' AND blocked_by <> 'paused'
+       AND run_after <= now() {queue_filter})
 ))
 """
 
@@ -169,7 +170,7 @@ def oldest_due_seconds(alias: str | None = None, queues: list[str] | None = None
 
 _HELD_BY_PAUSE = """
 SELECT count(*) FROM pqjobs_job
-WHERE status = 'blocked' AND blocked_by = 'paused' {queue_filter}
+WHERE shelf = 'hot' AND status = 'blocked' AND blocked_by = 'paused' {queue_filter}
 """
 
 
@@ -231,7 +232,7 @@ SELECT count(*) FILTER (WHERE status = 'ready' AND run_after <= now()),
        count(*) FILTER (WHERE status = 'blocked' AND blocked_by = 'paused'),
        count(*) FILTER (WHERE status = 'blocked' AND blocked_by IS DISTINCT FROM 'paused')
 FROM pqjobs_job
-WHERE status IN ('ready', 'blocked') {queue_filter} {priority_filter}
+WHERE shelf = 'hot' AND status IN ('ready', 'blocked') {queue_filter} {priority_filter}
 """
 
 

@@ -50,10 +50,11 @@ def notify_queues(cursor: Any, queues: Iterable[str]) -> None:
 
 
 def notify_jobs(cursor: Any, job_ids: Sequence[int]) -> None:
-    """Tell idle workers that the jobs ``job_ids`` just became due (retried, run now)."""
+    """Tell idle workers that the jobs ``job_ids`` just became due (retried, run now: on
+    the hot shelf)."""
     if job_ids and conf.LISTEN_NOTIFY:
         cursor.execute(
             "SELECT pg_notify(%s, queue) FROM (SELECT DISTINCT queue FROM pqjobs_job "
-            f"WHERE id = ANY(%s)) q WHERE {ANYONE_LISTENS}",
+            f"WHERE shelf = 'hot' AND id = ANY(%s)) q WHERE {ANYONE_LISTENS}",
             [CHANNEL, list(job_ids)],
         )

@@ -192,7 +192,6 @@ def run_after(value: object, what: str = "run_after") -> datetime:
 # unique_states column (sql/schema/uniqueness.sql). Ready, blocked and running always hold
 # it; waiting never does (a job with dependencies, or in a batch, has no key).
 UNIQUE_STATE_BITS = {"done": 1, "failed": 2, "cancelled": 4}
-_ALWAYS_HELD = ("ready", "blocked", "running")
 UNIQUE_BY_MAX_FIELDS = 20
 
 
@@ -208,21 +207,21 @@ def period(value: object, what: str) -> float:
 
 
 def unique_states(value: object, what: str = "unique_states") -> int:
-    """The statuses a job holds its key in, beyond ready, blocked and running: a status
-    name or an iterable of them. Returns the mask of the finished ones (0: none)."""
+    """The finished statuses a job goes on holding its key in (it always holds it while
+    ready, blocked or running): a status name or an iterable of them. Returns their mask
+    (0: none). A status that is not finished is refused: naming one would say nothing."""
     names = [value] if isinstance(value, str) else value
     if isinstance(names, (bytes, dict)) or not isinstance(names, Iterable):
         raise InvalidJobOption(f"{what} must be a status or a list of statuses, got {value!r:.120}")
     mask = 0
     for name in names:
-        if name in UNIQUE_STATE_BITS:
-            mask |= UNIQUE_STATE_BITS[name]
-        elif name not in _ALWAYS_HELD:
+        if not isinstance(name, str) or name not in UNIQUE_STATE_BITS:
             raise InvalidJobOption(
-                f"{what}: {name!r:.120} is not a status a job holds its key in; choose from "
-                f"{', '.join(UNIQUE_STATE_BITS)} (ready, blocked and running always do; a "
-                "waiting job has no key)"
+                f"{what}: {name!r:.120} is not a finished status a job can go on holding its "
+                f"key in; choose from {', '.join(UNIQUE_STATE_BITS)} (a ready, blocked or "
+                "running job always holds its key; a waiting job has no key)"
             )
+        mask |= UNIQUE_STATE_BITS[name]
     return mask
 
 

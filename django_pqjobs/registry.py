@@ -98,10 +98,11 @@ class JobType:
             try:
                 args = self.arguments.from_payload(ctx.job.payload)
             except Mismatch as exc:
-                raise PermanentError(
-                    f"the payload does not fit {self.arguments.name}: {exc}"
-                ) from None
-            return self.handler(ctx, args)
+                misfit = exc.describe(self.encrypted)
+            else:
+                return self.handler(ctx, args)
+            # raised outside the except block: no exception quoting the value is its context
+            raise PermanentError(f"the payload does not fit {self.arguments.name}: {misfit}")
         finally:
             ctx.leave(token)
 
@@ -115,7 +116,7 @@ class JobType:
         payload = job.payload
         if self.encrypted is True and protection.is_sealed(payload):  # the usual case, quickly
             return protection.open_token(
-                payload[protection.ENVELOPE], f"the payload of job {job.id}"
+                payload[protection.ENVELOPE], f"the payload of job {job.id}", self.name
             )
         if not protection.is_protected(payload, self.encrypted):
             raise protection.SealedError(
@@ -123,7 +124,7 @@ class JobType:
                 "stored in clear (enqueued from SQL, or before the type was encrypted): "
                 "refused, so that no payload of an encrypted type is ever handled unread"
             )
-        return protection.reveal_value(job.payload, f"the payload of job {job.id}")
+        return protection.reveal_value(job.payload, f"the payload of job {job.id}", self.name)
 
     def _upgraded(self, job: Any) -> Any:
         """The payload of a job written for another version of this type, in the current
@@ -142,15 +143,22 @@ class JobType:
                 f"{where} is version {written}; the type is at version {current} and "
                 "declares no upgrade= to bring it there"
             )
+        failed = f"upgrading {where} from version {written} to {current} failed"
         try:
             upgraded = self.upgrade(job.payload, written)
         except Exception as exc:
-            raise PermanentError(
-                f"upgrading {where} from version {written} to {current} failed: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        job.payload_version = current
-        return upgraded
+            if not self.encrypted:
+                raise PermanentError(f"{failed}: {type(exc).__name__}: {exc}") from exc
+            # The upgrade's exception may quote the payload it was given, which is encrypted
+            # at rest: named by its type alone, and not kept (its text would be the
+            # traceback's), the PermanentError raised outside this block.
+            refused = type(exc).__name__
+        else:
+            job.payload_version = current
+            return upgraded
+        raise PermanentError(
+            f"{failed}: {refused} (its message is not shown: the payload is encrypted at rest)"
+        )
 
     @property
     def dotted_path(self) -> str:

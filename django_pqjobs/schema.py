@@ -132,6 +132,48 @@ def writable_by_everyone(alias: str) -> str | None:
     return None if row is None else str(row[0])
 
 
+# Names in the job tables' schema that pqjobs_history_prepare() would make (history.sql)
+# held by anything but our partitions: a table, view or type another role made first.
+_SQUATTED = r"""
+WITH ours AS (
+    SELECT c.relnamespace AS home, c.relowner AS owner FROM pg_class c
+    WHERE c.oid = to_regclass('pqjobs_job')
+), named AS (
+    SELECT c.relname AS name, c.relowner AS owner, c.oid FROM pg_class c, ours
+    WHERE c.relnamespace = ours.home
+    UNION ALL
+    SELECT t.typname, t.typowner, NULL FROM pg_type t, ours
+    WHERE t.typnamespace = ours.home AND t.typrelid = 0
+)
+SELECT n.name, pg_get_userbyid(n.owner) FROM named n, ours
+WHERE n.name ~ '^pqjobs_(job|attempt)_(done|failed|cancelled|expired)_[0-9]{8}_[0-9]{1,2}$'
+  AND (n.owner <> ours.owner OR NOT EXISTS (
+      SELECT 1 FROM pg_inherits i WHERE i.inhrelid = n.oid
+        AND i.inhparent IN (to_regclass('pqjobs_job'), to_regclass('pqjobs_attempt'))))
+ORDER BY 1
+"""
+
+
+def squatted_partition_names(alias: str) -> list[tuple[str, str]]:
+    """The names of history partitions (``pqjobs_job_done_20261127_1``) that something other
+    than our partition holds, each with its owner: a role that may CREATE in the schema
+    made it first, and the history of that status and span cannot be made until it goes
+    (``pqjobs_history_prepare`` fails naming it; the finished jobs stay in the hot table)."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(_SQUATTED)
+        return [(str(name), str(owner)) for name, owner in cursor.fetchall()]
+
+
+def squatted_advice(names: list[tuple[str, str]]) -> str:
+    """What to do about :func:`squatted_partition_names`, in one line."""
+    listed = ", ".join(f"{name} (owner {owner})" for name, owner in names)
+    return (
+        f"history partition names taken by objects that are not ours: {listed}; the jobs "
+        "of their spans stay in the hot table until they are dropped or renamed (and "
+        "REVOKE CREATE on the schema from the roles that made them)"
+    )
+
+
 def open_schema_advice(schema: str) -> str:
     """What to do about :func:`writable_by_everyone`, in one line."""
     quoted = '"' + schema.replace('"', '""') + '"'

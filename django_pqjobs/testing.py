@@ -183,7 +183,7 @@ class _Runner:
 
 
 def _make_delayed_due(alias: str, queues: Sequence[str] | None) -> None:
-    delayed = Job.objects.using(alias).filter(status="ready", run_after__gt=Now())
+    delayed = Job.objects.using(alias).ready().filter(run_after__gt=Now())
     if queues:
         delayed = delayed.filter(queue__in=list(queues))
     ids = list(delayed.values_list("id", flat=True))

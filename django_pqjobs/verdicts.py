@@ -29,6 +29,7 @@ from .errors import (
     Snooze,
 )
 from .printable import one_line
+from .redaction import redact
 from .registry import registry
 from .serialization import from_json, to_json
 from .statuses import AfterFailure, FailureKind
@@ -122,11 +123,21 @@ def success(
         return Verdict.of_failure(
             FailureKind.PERMANENT,
             "ResultNotSerializable",
-            f"{exc} (returned: {type(result).__name__} {safe_repr(result)})",
+            f"{exc} (returned: {_returned(job_type, result)})",
             then="failed",
             progress_json=progress_json,
         )
     return Verdict(result_json=result_json, progress_json=progress_json)
+
+
+def _returned(job_type: str, result: Any) -> str:
+    """What a handler returned, for the error of a result that cannot be stored: its type,
+    and a cut ``repr`` with secret fields masked unless the type is encrypted at rest (its
+    result would have been)."""
+    known = registry.get(job_type)
+    if known is not None and known.encrypted:
+        return f"{type(result).__name__} (not shown: the job type is encrypted at rest)"
+    return f"{type(result).__name__} {safe_repr(redact(result))}"
 
 
 def classify(
@@ -306,7 +317,7 @@ def _stored_result(job_type: str, result_json: str) -> str:
             encrypted = True
     try:
         return protection.seal_value(
-            value, encrypted, result_json, f"the result of job type {job_type!r}"
+            value, encrypted, result_json, f"the result of job type {job_type!r}", job_type
         )
     except InvalidJobOption as exc:  # no keys, or no cryptography: fail it, store nothing
         raise PayloadError(str(exc)) from None

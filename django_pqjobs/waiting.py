@@ -39,15 +39,22 @@ POLL_INTERVAL = 5.0
 
 # SKIP LOCKED: a job row held by a long transaction (an atomic job's, an enqueuer's) must
 # not hold the waiter past its timeout; it tries again on its next look.
+# A job not finished is on the hot shelf: the hot partition alone is planned and locked.
 _MARK = """
 UPDATE pqjobs_job SET waited_on = true
-WHERE id = (SELECT id FROM pqjobs_job WHERE id = %s AND NOT waited_on
+WHERE shelf = 'hot'
+  AND id = (SELECT id FROM pqjobs_job WHERE shelf = 'hot' AND id = %s AND NOT waited_on
             AND status NOT IN ('done', 'failed', 'cancelled', 'expired')
             FOR NO KEY UPDATE SKIP LOCKED)
 """
+# Read on the hot shelf first; on every shelf (history) only if it is not there.
 _READ = """
-SELECT status, result::text, error_type, last_error, waited_on FROM pqjobs_job WHERE id = %s
+SELECT status, result::text, error_type, last_error, waited_on, job_type FROM pqjobs_job
+WHERE {shelf} id = %s
+LIMIT 1
 """
+_READ_HOT = _READ.format(shelf="shelf = 'hot' AND")
+_READ_ANY = _READ.format(shelf="")
 # How soon to look again while the job could not be marked (its row was locked).
 _MARK_RETRY = 0.05
 
@@ -59,7 +66,9 @@ def result_of(job_id: int, row: tuple[Any, ...]) -> tuple[bool, Any]:
     if status == "done":
         # an encrypted type's result is opened here, for the application that waits
         opened = (
-            None if result is None else reveal_value(from_json(result), f"job {job_id}'s result")
+            None
+            if result is None
+            else reveal_value(from_json(result), f"job {job_id}'s result", row[5])
         )
         return True, opened
     if status == "failed":
@@ -117,7 +126,9 @@ def wait_for(
         text = str(job_id)
         while True:
             conn.execute(_MARK, [job_id])
-            row = conn.execute(_READ, [job_id]).fetchone()
+            row = conn.execute(_READ_HOT, [job_id]).fetchone()
+            if row is None:
+                row = conn.execute(_READ_ANY, [job_id]).fetchone()
             if row is None:
                 raise JobNotFound(job_id)
             finished, value = result_of(job_id, row)

@@ -40,6 +40,7 @@ from .errors import (
     JobWasCancelled,
     PermanentError,
     PQJobsError,
+    error_summary,
 )
 from .notify import notify_queues
 from .protection import reveal_value
@@ -121,7 +122,7 @@ UPDATE pqjobs_step SET finished_at = now(), result = %(result)s::jsonb
 WHERE {commit} AND job_id = %(job)s AND name = %(name)s AND finished_at IS NULL
   AND EXISTS (
       SELECT 1 FROM pqjobs_job
-      WHERE id = %(job)s AND status = 'running' AND locked_by = %(worker)s
+      WHERE shelf = 'hot' AND id = %(job)s AND status = 'running' AND locked_by = %(worker)s
         AND attempts = %(attempt)s
   )
 RETURNING id
@@ -132,7 +133,9 @@ _FINISHES = {
     for in_transaction in (False, True)
 }
 _SIGNAL = "SELECT payload::text FROM pqjobs_signal WHERE job_id = %s AND name = %s"
-_CHILD = "SELECT status, result::text, error_type, last_error FROM pqjobs_job WHERE id = %s"
+# (on the hot shelf first: a child still to run, or finished lately, is there)
+_CHILD = "SELECT status, result::text, error_type, last_error FROM pqjobs_job WHERE {shelf} id = %s"
+_CHILD_ON_SHELVES = (_CHILD.format(shelf="shelf = 'hot' AND"), _CHILD.format(shelf=""))
 
 
 class Workflow:
@@ -201,14 +204,17 @@ class Workflow:
     def run_child(self, name: str, job_type: str, payload: Any, options: dict[str, Any]) -> Any:
         found = self._take(name, "child")
         if found is not None and found.finished:
-            return self._child_outcome(found.result)
+            return self._child_outcome(found.result, job_type)
         if found is None:
             child_id = self._enqueue_child(name, job_type, payload, options)
         else:
             child_id = int(found.result["job_id"])
         with connections[self.ctx.using].cursor() as cursor:
-            cursor.execute(_CHILD, [child_id])
-            row = cursor.fetchone()
+            for sql in _CHILD_ON_SHELVES:
+                cursor.execute(sql, [child_id])
+                row = cursor.fetchone()
+                if row is not None:
+                    break
         if row is None:
             raise PermanentError(
                 f"job {self.ctx.job.id}: its child job {child_id} ({name!r}) is gone (deleted "
@@ -222,10 +228,11 @@ class Workflow:
             "status": status,
             "result": from_json(result),
             "error_type": error_type,
-            "error": error,
+            # its error's message, not its traceback (which stays on the child's page)
+            "error": error_summary(error_type, error),
         }
         self._finish(name, outcome)
-        return self._child_outcome(outcome)
+        return self._child_outcome(outcome, job_type)
 
     def _enqueue_child(
         self, name: str, job_type: str, payload: Any, options: dict[str, Any]
@@ -240,12 +247,15 @@ class Workflow:
             )
         return int(child_id)
 
-    def _child_outcome(self, outcome: Any) -> Any:
+    def _child_outcome(self, outcome: Any, job_type: str) -> Any:
         child_id, status = int(outcome["job_id"]), outcome["status"]
         if status == "done":
-            return reveal_value(outcome["result"], f"the result of job {child_id}")
+            return reveal_value(outcome["result"], f"the result of job {child_id}", job_type)
         error = {"failed": JobFailed, "cancelled": JobWasCancelled, "expired": JobExpired}
-        raise error[status](child_id, status, outcome["error_type"], outcome["error"])
+        error_type = outcome["error_type"]
+        raise error[status](
+            child_id, status, error_type, error_summary(error_type, outcome["error"])
+        )
 
     # --- the records --------------------------------------------------------------------
 
@@ -339,11 +349,12 @@ class Workflow:
         except ValueError as exc:
             raise StepResultNotSerializable(str(exc)) from None
         if self._encrypted:
-            text = protection.seal(text, what)
+            text = protection.seal(text, what, self.ctx.job.job_type)
         return text
 
     def _open(self, text: str) -> Any:
-        return protection.reveal(from_json(text), f"a step of job {self.ctx.job.id}")
+        job = self.ctx.job
+        return protection.reveal(from_json(text), f"a step of job {job.id}", job.job_type)
 
 
 _NOTHING = object()
@@ -379,7 +390,7 @@ def send_signal(
         text = to_json(payload, what, conf.PAYLOAD_MAX_BYTES, "PQJOBS['PAYLOAD_MAX_BYTES']")
         known = registry.get(row[0])
         if known is not None and known.encrypted:
-            text = protection.seal(text, what)
+            text = protection.seal(text, what, known.name)
         cursor.execute(
             "INSERT INTO pqjobs_signal (job_id, name, payload, sent_at) "
             "VALUES (%s, %s, %s::jsonb, now()) ON CONFLICT (job_id, name) DO NOTHING "

@@ -66,6 +66,14 @@ class Cluster:
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 
+    def crash(self) -> None:
+        """Stop at once, as a crash would: no checkpoint, nothing more sent to standbys."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+
+    def promote(self) -> None:
+        """Make this standby a primary (returns once it accepts writes)."""
+        self._run("pg_ctl", "-D", str(self.data), "-w", "promote")
+
     def base_backup(self, directory: Path) -> None:
         """Copy this (running) cluster into ``directory`` as a standby that streams from it
         (``pg_basebackup -R`` writes standby.signal and the primary's address)."""

@@ -51,25 +51,26 @@ GROUP BY 1, 2
 # running) however many finished rows the table holds; "status IN (...)" would read the
 # whole table. The last column counts the ready jobs with a fair key (a fair-shared queue).
 _ACTIVE = """
-SELECT 'waiting', queue, count(*), NULL, 0 FROM pqjobs_job WHERE status = 'waiting'
-GROUP BY queue
+SELECT 'waiting', queue, count(*), NULL, 0 FROM pqjobs_job
+WHERE shelf = 'hot' AND status = 'waiting' GROUP BY queue
 UNION ALL
 SELECT 'ready', queue, count(*),
        -- inside Python's calendar, whatever a row written behind our back says
        min(greatest(run_after, '0001-01-02 00:00+00')) FILTER (WHERE run_after <= now()),
        count(*) FILTER (WHERE fair_key IS NOT NULL)
-FROM pqjobs_job WHERE status = 'ready' GROUP BY queue
+FROM pqjobs_job WHERE shelf = 'hot' AND status = 'ready' GROUP BY queue
 UNION ALL
-SELECT 'blocked', queue, count(*), NULL, 0 FROM pqjobs_job WHERE status = 'blocked'
-GROUP BY queue
+SELECT 'blocked', queue, count(*), NULL, 0 FROM pqjobs_job
+WHERE shelf = 'hot' AND status = 'blocked' GROUP BY queue
 UNION ALL
-SELECT 'running', queue, count(*), NULL, 0 FROM pqjobs_job WHERE status = 'running'
-GROUP BY queue
+SELECT 'running', queue, count(*), NULL, 0 FROM pqjobs_job
+WHERE shelf = 'hot' AND status = 'running' GROUP BY queue
 ORDER BY 2, 1
 """
 # Through the partial index on running jobs.
 _RUNNING_BY_WORKER = """
-SELECT locked_by, count(*) FROM pqjobs_job WHERE status = 'running' GROUP BY locked_by
+SELECT locked_by, count(*) FROM pqjobs_job WHERE shelf = 'hot' AND status = 'running'
+GROUP BY locked_by
 """
 
 

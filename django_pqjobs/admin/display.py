@@ -242,7 +242,8 @@ def json_excerpt(excerpt: Excerpt, show_secrets: bool) -> SafeString:
 
 def _opened(sealed: Any) -> SafeString:
     try:
-        value = protection.reveal_value(sealed, "this value")
+        # shown to a user who may see secrets: whatever type it was sealed for
+        value = protection.reveal_value(sealed, "this value", None)
     except (protection.SealedError, InvalidJobOption) as exc:
         return format_html("<p>Encrypted at rest; it cannot be shown: {}</p>", exc)
     return format_html(

@@ -127,15 +127,18 @@ SELECT left(t.payload, %(chars)s), length(t.payload),
        EXISTS (SELECT 1 FROM pqjobs_step s WHERE s.job_id = j.id)
 FROM pqjobs_job j,
      LATERAL (SELECT j.payload::text AS payload, j.result::text AS result OFFSET 0) t
-WHERE j.id = %(id)s
+WHERE {shelf} j.id = %(id)s LIMIT 1
 """
 _PAGE_PROGRESS = """
 SELECT j.progress IS NOT NULL,
        left(j.progress ->> 'done', %(number_chars)s),
        left(j.progress ->> 'total', %(number_chars)s),
        EXISTS (SELECT 1 FROM pqjobs_step s WHERE s.job_id = j.id)
-FROM pqjobs_job j WHERE j.id = %(id)s
+FROM pqjobs_job j WHERE {shelf} j.id = %(id)s LIMIT 1
 """
+# Looked for on the hot shelf first (its partition alone planned and locked), then on every
+# shelf (a job in history).
+_ON_SHELVES = ("j.shelf = 'hot' AND", "")
 
 
 @dataclass
@@ -170,8 +173,12 @@ def load_page(alias: str, job_id: int, show_data: bool, show_secrets: bool) -> J
         "message_chars": PROGRESS_MESSAGE_CHARS,
     }
     with connections[alias].cursor() as cursor:
-        cursor.execute(_PAGE_DATA if show_data else _PAGE_PROGRESS, params)
-        row = cursor.fetchone()
+        for shelf in _ON_SHELVES:
+            sql = _PAGE_DATA if show_data else _PAGE_PROGRESS
+            cursor.execute(sql.replace("{shelf}", shelf), params)
+            row = cursor.fetchone()
+            if row is not None:
+                break
     if row is not None:
         if show_data:
             payload, payload_len, result, result_len, error, error_len = row[:6]

@@ -21,7 +21,7 @@ from ..clock import database_now
 from ..conf import conf
 from ..enqueue import PreparedJob, insert, prepare
 from ..errors import PQJobsError
-from ..models import ACTIVE_STATUSES, Job, MisfirePolicy, OverlapPolicy, Schedule
+from ..models import Job, MisfirePolicy, OverlapPolicy, Schedule
 from ..recurrence import ScheduleError
 from .sync import sync_schedules, timing_of
 
@@ -44,7 +44,7 @@ class Fired:
 def previous_run_active(schedule: Schedule, alias: str) -> bool:
     if schedule.last_job_id is None:
         return False
-    jobs = Job.objects.using(alias).filter(pk=schedule.last_job_id, status__in=ACTIVE_STATUSES)
+    jobs = Job.objects.using(alias).active().filter(pk=schedule.last_job_id)
     return jobs.exists()
 
 

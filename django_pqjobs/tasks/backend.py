@@ -185,7 +185,10 @@ class PQJobsBackend(_FrameworkBackend):
             )
         from ..models import Job
 
-        job = Job.objects.using(conf.DATABASE).filter(pk=job_id).first()
+        try:
+            job: Job | None = Job.objects.using(conf.DATABASE).get_hot_first(pk=job_id)
+        except Job.DoesNotExist:
+            job = None
         if job is None or not payload.is_task_payload(job.payload):
             raise family.result_does_not_exist(f"no task result {result_id!r}")
         try:

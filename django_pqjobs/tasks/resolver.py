@@ -20,7 +20,7 @@ from .errors import TaskNotLoadable
 _RUNNING_TASK_JOB = f"""
 SELECT EXISTS (
     SELECT 1 FROM pqjobs_job
-    WHERE status = 'running' AND job_type = %s
+    WHERE shelf = 'hot' AND status = 'running' AND job_type = %s
       AND jsonb_typeof(payload -> '{payload.BACKEND_KEY}') = 'string'
 )
 """

@@ -68,7 +68,8 @@ class TypedCall:
         try:
             return self._convert(args, kwargs, TypedParameter.dump)
         except Mismatch as exc:
-            raise TaskArgumentsError(f"task {task_path!r}: argument {exc}") from None
+            misfit = exc.describe()
+        raise TaskArgumentsError(f"task {task_path!r}: argument {misfit}")
 
     def load(
         self, task_path: str, job_id: int, args: list[Any], kwargs: dict[str, Any]
@@ -81,10 +82,11 @@ class TypedCall:
         try:
             return self._convert(args, kwargs, TypedParameter.load)
         except Mismatch as exc:
-            raise PermanentError(
-                f"job {job_id} of task {task_path!r}: the stored argument {exc} (it no longer "
-                "fits the parameter's type: was it enqueued by an older deploy?)"
-            ) from None
+            misfit = exc.describe()  # a value is quoted unless a name on its path is secret
+        raise PermanentError(
+            f"job {job_id} of task {task_path!r}: the stored argument {misfit} (it no longer "
+            "fits the parameter's type: was it enqueued by an older deploy?)"
+        )
 
     def _convert(
         self,

@@ -7,6 +7,8 @@
       ├──release────────┤   (shutdown, or its database connection died under the handler:
       │                 │    the attempt is given back, a bounded number of times in a row)
       ├──force_release──┤   (an operator's word: the attempt is given back, fenced)
+      ├──release_unheld─┤   (its worker is not running it: a failover lost its end;
+      │                 │    the attempt is given back, fenced)
       └──rescue─────────┘   (worker stopped heartbeating: ready, or failed if none left)
     ready ──cancel──► cancelled        ready ──cancel_duplicates──► cancelled (dedupe replace)
     ready ──push_back──► ready (debounce: newest payload, due later)
@@ -56,16 +58,21 @@ management commands and the public operations.
 from .aging import raise_priority
 from .attempts import (
     GIVE_BACK_LIMIT,
+    NOT_RUN_BY_WORKER,
     REAPER_LOCK_KEY,
     SHUTDOWN,
     SHUTDOWN_NOTE,
+    Claim,
     Completion,
     Rescued,
+    Unheld,
+    claims_of,
     complete,
     complete_many,
     end_attempt,
     mark_started,
     release,
+    release_unheld,
     rescue_stale,
     save_progress,
 )
@@ -101,10 +108,12 @@ from .workflows import end_wait, park, wake_due, wake_for_signal
 
 __all__ = [
     "GIVE_BACK_LIMIT",
+    "NOT_RUN_BY_WORKER",
     "REAPER_LOCK_KEY",
     "SHUTDOWN",
     "SHUTDOWN_NOTE",
     "Cancelled",
+    "Claim",
     "Claimed",
     "Completion",
     "Deleted",
@@ -112,10 +121,12 @@ __all__ = [
     "MadeDue",
     "Requeued",
     "Rescued",
+    "Unheld",
     "cancel",
     "cancel_duplicates",
     "cancel_many",
     "claim",
+    "claims_of",
     "complete",
     "complete_many",
     "delete_unless_running",
@@ -134,6 +145,7 @@ __all__ = [
     "push_back",
     "raise_priority",
     "release",
+    "release_unheld",
     "release_unpaused",
     "requeue",
     "requeue_many",

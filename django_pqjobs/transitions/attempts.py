@@ -1,15 +1,18 @@
 """The end of an attempt: running → done | ready | failed | cancelled, the attempt given back
-(release), its progress and start, and the rescue of attempts whose worker is gone. Every
-statement here is fenced on the attempt (``Fence``)."""
+(release; release_unheld, by a worker that is not running it), its progress and start, and
+the rescue of attempts whose worker is gone. Every statement here is fenced on the attempt
+(``Fence``)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import transaction
 
+from ..notify import notify_queues
 from ..serialization import storable_error, storable_text
 from ..sql import queries
 from ..statuses import AfterFailure, FailureKind
@@ -161,6 +164,70 @@ def release(
             },
         )
         return [int(r[0]) for r in cursor.fetchall()]
+
+
+# --- running → ready, the attempt given back by a worker that is not running it ---------
+
+
+NOT_RUN_BY_WORKER = "NotRunByWorker"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """An attempt the database says a worker is running: which attempt of which job, and
+    when it was claimed (two claims of one attempt number differ there)."""
+
+    job_id: int
+    attempt: int
+    claimed_at: datetime
+
+
+@dataclass(frozen=True)
+class Unheld:
+    """An attempt given back by :func:`release_unheld`, and what became of its job."""
+
+    job_id: int
+    job_type: str
+    queue: str
+    status: str  # ready, or cancelled when a cancel had been requested
+    attempt: int
+
+
+def claims_of(alias: str, worker_id: str, since: float) -> list[Claim]:
+    """The attempts marked ``running`` under ``worker_id`` in the database, claimed at
+    ``since`` (epoch seconds) or later."""
+    with cursor_of(alias) as cursor:
+        cursor.execute(QUERIES["claims_of_worker"], [worker_id, since])
+        return [Claim(int(r[0]), int(r[1]), r[2]) for r in cursor.fetchall()]
+
+
+def release_unheld(alias: str, worker_id: str, claims: Sequence[Claim], note: str) -> list[Unheld]:
+    """running → ready for attempts marked as ``worker_id``'s that it is not running (their
+    end was lost, e.g. by a failover), on that worker's own word.
+
+    Fenced on each claim (the attempt number and the claim's time), so an attempt claimed
+    again since is left alone. The attempt is recorded (outcome ``released``, error type
+    ``NotRunByWorker``, ``note`` as its text and the job's last error) and given back
+    (``max_attempts + 1``, its number not reused); a job with a cancel request becomes
+    ``cancelled``. Returns the attempts given back.
+    """
+    if not claims:
+        return []
+    with cursor_of(alias) as cursor:
+        cursor.execute(
+            QUERIES["release_unheld"],
+            {
+                "ids": [c.job_id for c in claims],
+                "attempts": [c.attempt for c in claims],
+                "claimed": [c.claimed_at for c in claims],
+                "worker": worker_id,
+                "error_type": NOT_RUN_BY_WORKER,
+                "note": storable_error(note),
+            },
+        )
+        released = [Unheld(int(r[0]), r[1], r[2], r[3], int(r[4])) for r in cursor.fetchall()]
+        notify_queues(cursor, [r.queue for r in released if r.status == "ready"])
+    return released
 
 
 def save_progress(alias: str, fence: Fence, progress_json: str) -> bool:

@@ -26,6 +26,9 @@ QUERIES = queries("history")
 _SHELVE = QUERIES["shelve"].replace("{held_by_key}", held_by_key())
 
 SHELVE_BATCH = 5000
+# pqjobs_history_prepare() makes at most this many shelves a call (sql/schema/history.sql:
+# each holds the locks of two tables and seven indexes to the commit).
+PREPARE_AT_MOST = 16
 # A status kept less than a day is pruned from the hot table row by row (a partition holds
 # a day at least); so is every status while HISTORY_AFTER is None.
 SHORTEST_SHELVED = float(DAY)
@@ -57,10 +60,15 @@ def shelf(status: str, start: date, span: int) -> str:
 
 
 def prepare(alias: str, shelves: Sequence[str]) -> int:
-    """Make the partitions of these shelves that do not exist yet; returns how many."""
+    """Make the partitions of these shelves that do not exist yet, ``PREPARE_AT_MOST`` a
+    call; returns how many."""
+    made = 0
     with cursor_of(alias) as cursor:
-        cursor.execute("SELECT pqjobs_history_prepare(%s::text[])", [list(shelves)])
-        return int(cursor.fetchone()[0])
+        for first in range(0, len(shelves), PREPARE_AT_MOST):
+            chunk = list(shelves[first : first + PREPARE_AT_MOST])
+            cursor.execute("SELECT pqjobs_history_prepare(%s::text[])", [chunk])
+            made += int(cursor.fetchone()[0])
+    return made
 
 
 def shelve(
@@ -89,7 +97,7 @@ def shelve(
     for _ in range(max_batches):
         with transaction.atomic(using=alias), cursor_of(alias) as cursor:
             cursor.execute(_SHELVE, params)
-            count = int(cursor.rowcount)
+            count = int(cursor.fetchone()[0])
         moved += count
         if count < batch:
             break
@@ -111,5 +119,13 @@ def drop_expired(alias: str, status: str, kept: float) -> int:
 
 def unshelve(cursor: Any, job_ids: Sequence[int], statuses: Sequence[str]) -> None:
     """Bring the shelved jobs among ``job_ids`` whose status is one of ``statuses`` back to
-    the hot table, in the caller's transaction, before a transition changes their status."""
-    cursor.execute(QUERIES["unshelve"], [list(job_ids), list(statuses)])
+    the hot table, in the caller's transaction, before a transition changes their status.
+
+    The hot shelf is looked at first: when every one of ``job_ids`` is there (and of
+    ``statuses``), nothing is looked for in history, whose partitions would all be planned
+    and locked for a lookup by id."""
+    ids = sorted(set(job_ids))
+    cursor.execute(QUERIES["hot_already"], [ids, list(statuses)])
+    if int(cursor.fetchone()[0]) == len(ids):
+        return
+    cursor.execute(QUERIES["unshelve"], [ids, list(statuses)])

@@ -198,16 +198,19 @@ def shelved_statuses(retention: dict[str, float | None]) -> list[str]:
     ]
 
 
-def shelve_finished(alias: str, retention: dict[str, float | None] | None = None) -> dict[str, int]:
+def shelve_finished(alias: str) -> dict[str, int]:
     """Move the jobs finished ``PQJOBS['HISTORY_AFTER']`` ago from the hot table to their
-    history partitions (made as needed, and a day ahead), for the statuses ``retention``
-    (``PQJOBS['RETENTION']``) keeps at least a day. Returns the jobs moved per status;
-    nothing while HISTORY_AFTER is None."""
+    history partitions (made as needed, and a day ahead), for the statuses
+    ``PQJOBS['RETENTION']`` keeps at least a day. Returns the jobs moved per status;
+    nothing while HISTORY_AFTER is None.
+
+    The partitions' spans come from ``PQJOBS['RETENTION']`` alone, whoever moves the jobs
+    (the workers' maintenance, ``prune_jobs`` with other retentions on its command line):
+    a status's history is cut in the same spans however it got there."""
     after = conf.HISTORY_AFTER
     if after is None:
         return {}
-    if retention is None:
-        retention = conf.RETENTION
+    retention = conf.RETENTION
     moved = {
         status: history.shelve(alias, status, float(after), retention.get(status))
         for status in shelved_statuses(retention)

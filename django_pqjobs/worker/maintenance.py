@@ -1,9 +1,13 @@
 """The maintenance thread: the periodic work beside the executors.
 
-Heartbeats (and the cancel requests they bring back), stale-job rescue, the expiry of jobs
-past their deadline, retention pruning, moving finished jobs to history, the scheduler
-pass and priority aging, each on its own interval.
-It survives database outages: a step that fails is logged and tried again at its next turn.
+Heartbeats (and the cancel requests they bring back), the reconcile of the worker's own
+jobs (``reconcile.py``), stale-job rescue, the expiry of jobs past their deadline,
+retention pruning, moving finished jobs to history, the scheduler pass and priority aging,
+each on its own interval.
+It survives database outages: a step that fails is logged and tried again 2 s later, then
+twice as late after each failure in a row, up to its own interval (RETRY_FIRST); the first
+step that works again after a failure brings the reconcile forward (a failover may have
+lost the end of jobs this worker ran).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from .housekeeping import (
     shelve_finished,
     wake_parked,
 )
+from .reconcile import Reconciler
 from .slots import InFlight
 
 logger = logging.getLogger("django_pqjobs")
@@ -39,6 +44,11 @@ OUTAGE_REPORT_INTERVAL = 60.0
 AGING_SWEEP_INTERVAL = 5.0
 AGING_SWEEP_MIN_INTERVAL = 0.5
 SHELVE_INTERVAL = 60.0
+# After a step fails it runs again this soon, then twice as late after each failure in a
+# row, up to its own interval: a history move or a prune that met a lock timeout tries
+# again in seconds, not a minute later; an outage is not hammered.
+RETRY_FIRST = 2.0
+RECONCILE_RETRY = 1.0
 
 
 def aging_interval(aging: dict[str, Aging]) -> float | None:
@@ -65,6 +75,7 @@ class Intervals:
     expire: float | None = 1.0
     aging: float | None = AGING_SWEEP_INTERVAL
     shelve: float | None = SHELVE_INTERVAL
+    reconcile: float | None = None  # None: only after a reconnect
 
 
 class Periodic:
@@ -78,14 +89,32 @@ class Periodic:
         self.next_run = time.monotonic() + first_delay
         self.failures = 0
         self.last_report = 0.0
+        self.soon = False
 
     def due(self, now: float) -> bool:
-        return self.interval is not None and now >= self.next_run
+        return (self.interval is not None or self.soon) and now >= self.next_run
+
+    def run_soon(self, delay: float = 0.0) -> None:
+        """Run after ``delay`` seconds (at the next turn), even without an interval."""
+        self.soon = True
+        self.next_run = time.monotonic() + delay
 
     def run(self, now: float) -> None:
-        assert self.interval is not None
-        self.next_run = now + self.interval
+        self.soon = False
+        self.next_run = now + (self.interval or 0.0)
         self.action()
+
+    def failed(self, now: float) -> None:
+        """Count a failure, and run again after a backoff from ``RETRY_FIRST`` seconds
+        (never later than the interval; a step run only when asked, run_soon(), is tried
+        again until it works, at most OUTAGE_REPORT_INTERVAL apart)."""
+        self.failures += 1
+        backoff = RETRY_FIRST * 2 ** min(self.failures - 1, 30)
+        if self.interval is None:
+            self.soon = True
+            self.next_run = now + min(OUTAGE_REPORT_INTERVAL, backoff)
+        else:
+            self.next_run = now + min(self.interval, backoff)
 
 
 class Maintenance(threading.Thread):
@@ -93,6 +122,7 @@ class Maintenance(threading.Thread):
     # is run, and fails, on its own.
     STEPS = (
         "heartbeat",
+        "reconcile",
         "rescue",
         "prune",
         "shelve_history",
@@ -104,17 +134,25 @@ class Maintenance(threading.Thread):
     )
 
     def __init__(
-        self, alias: str, identity: WorkerIdentity, in_flight: InFlight, intervals: Intervals
+        self,
+        alias: str,
+        identity: WorkerIdentity,
+        in_flight: InFlight,
+        intervals: Intervals,
+        reconciler: Reconciler | None = None,
     ) -> None:
         super().__init__(name="pqjobs-maintenance", daemon=True)
         self.alias = alias
         self.identity = identity
         self.in_flight = in_flight
         self.intervals = intervals
+        self.reconciler = reconciler
+        self.connection_failed = False  # since the last step that worked
         self.stopping = threading.Event()
         self.scheduler = Scheduler(alias)
         every = {
             "heartbeat": intervals.heartbeat,
+            "reconcile": intervals.reconcile if reconciler is not None else None,
             "rescue": intervals.rescue,
             "prune": intervals.prune,
             "shelve_history": intervals.shelve,
@@ -133,6 +171,7 @@ class Maintenance(threading.Thread):
             for name in self.STEPS
         ]
         self.paused: set[tuple[str, str]] | None = None
+        self._reconcile = self.tasks[self.STEPS.index("reconcile")]
 
     def stop(self) -> None:
         self.stopping.set()
@@ -144,7 +183,10 @@ class Maintenance(threading.Thread):
                 for task in self.tasks:
                     if task.due(now) and not self.stopping.is_set():
                         self._guarded(task, now)
-                wait = min((t.next_run for t in self.tasks if t.interval), default=now + 1) - now
+                wait = (
+                    min((t.next_run for t in self.tasks if t.interval or t.soon), default=now + 1)
+                    - now
+                )
                 self.stopping.wait(max(0.05, min(wait, 1.0)))
         finally:
             connections.close_all()
@@ -155,7 +197,8 @@ class Maintenance(threading.Thread):
             task.run(now)
         except DatabaseError:
             reset_connection(self.alias)
-            task.failures += 1
+            self.connection_failed = True
+            task.failed(now)
             # During an outage every step fails on every turn: the traceback once, then a
             # line now and then, not a traceback a second from the scheduler.
             if task.failures == 1 or now - task.last_report >= OUTAGE_REPORT_INTERVAL:
@@ -170,6 +213,12 @@ class Maintenance(threading.Thread):
         except Exception:
             logger.exception("unexpected error in maintenance step %s", name)
             return
+        if self.connection_failed:
+            # Connected again, maybe to a promoted standby that lost the end of jobs this
+            # worker ran: reconcile now rather than at its next turn.
+            self.connection_failed = False
+            if self.reconciler is not None and task is not self._reconcile:
+                self._reconcile.run_soon()
         if task.failures:
             logger.info(
                 "maintenance step %s works again after %s", name, counted(task.failures, "failure")
@@ -186,9 +235,16 @@ class Maintenance(threading.Thread):
                 # Only a handler still running can have lost its job: a slot past its handler
                 # may have just recorded its verdict, which also ends the job's 'running'.
                 logger.warning(
-                    "job %s is no longer held by this worker (rescued elsewhere?)",
+                    "job %s is no longer held by this worker (rescued elsewhere, or its claim "
+                    "lost in a failover?)",
                     slot.fence.job_id,
                 )
+
+    def reconcile(self) -> None:
+        """Give back the jobs marked running as this worker's that it is not running."""
+        if self.reconciler is not None and self.reconciler.run() is None:
+            # a claim still on its way to the slots after a while: try again shortly
+            self._reconcile.run_soon(RECONCILE_RETRY)
 
     def rescue(self) -> None:
         reap_stale(self.alias, self.intervals.stale_timeout)

@@ -33,6 +33,7 @@ from .executor import Executor
 from .heartbeats import WorkerIdentity, heartbeat, unregister_worker
 from .listener import Listener
 from .maintenance import Intervals, Maintenance, aging_interval
+from .reconcile import Reconciler
 from .recorder import Recorder
 from .reporting import Reporter, ReportIntervals
 from .run_settings import RunSettings
@@ -146,6 +147,12 @@ class Worker:
         self.tally = Tally()
         self._loop_tick = time.monotonic()
         self.in_flight = InFlight()
+        # Held from before each claim until its jobs are in in_flight: the reconcile waits
+        # for it, so it never takes a job just claimed for one this worker is not running.
+        self._registering = threading.Lock()
+        self.reconciler = Reconciler(
+            self.alias, self.worker_id, self.in_flight, self._registered, self._reconciled
+        )
         self._counts_lock = threading.Lock()
         # SimpleQueue, not Queue: its put and get are C, with no Condition to notify, which
         # halved the context switches per job of short jobs (measured under the mixed
@@ -264,9 +271,7 @@ class Worker:
             self._wake.clear()
             self._last_claim = time.monotonic()
             try:
-                batch = claim_jobs(
-                    self.alias, self.worker_id, self.queues, batch_size, self.min_priority
-                )
+                batch = self._claim(batch_size)
                 error_streak = 0
                 self.claims += 1
                 self.empty_claims += not batch
@@ -290,7 +295,6 @@ class Worker:
             if batch or batch.blocked:
                 empty_streak = 0
                 self._stream_found = time.monotonic()
-                self._dispatch(batch)
                 if batch.blocked:
                     # Held jobs at the head of the claim order: move the rest of them out
                     # of the way at once, then claim again.
@@ -432,11 +436,36 @@ class Worker:
         average = self._average_job_seconds
         self._average_job_seconds = seconds if average is None else average * 0.9 + seconds * 0.1
 
+    def _claim(self, batch_size: int) -> ClaimBatch:
+        """Claim up to ``batch_size`` jobs and hand them to the executors."""
+        with self._registering:
+            batch = claim_jobs(
+                self.alias, self.worker_id, self.queues, batch_size, self.min_priority
+            )
+            self._dispatch(batch)
+        return batch
+
+    def _registered(self, timeout: float) -> bool:
+        """Wait until every claim that has committed is in ``in_flight`` (False: a claim
+        was still on its way after ``timeout`` seconds)."""
+        if not self._registering.acquire(timeout=timeout):
+            return False
+        self._registering.release()
+        return True
+
+    def _reconciled(self, released: list[transitions.Unheld]) -> None:
+        """The reconcile gave back attempts: count them with the attempts released."""
+        with self._counts_lock:
+            self.outcomes["released"] = self.outcomes.get("released", 0) + len(released)
+        self.tally.add_all([(job.job_type, job.queue, "released", 0) for job in released])
+
     def _dispatch(self, batch: ClaimBatch) -> None:
         if batch.jobs:
             settings = RunSettings.read()
             slots = [self._slot(job, batch.tids.get(job.id), settings) for job in batch.jobs]
             self.in_flight.add_all(slots)  # before any executor can finish one
+            if self.reconciler.since is None and batch.jobs[0].locked_at is not None:
+                self.reconciler.claimed(batch.jobs[0].locked_at)
             self.claimed_total += len(slots)
             for slot in slots:
                 if slot.job.cancel_requested_at is not None:
@@ -591,7 +620,9 @@ class Worker:
                 stale_timeout=self.stale_timeout,
                 flow_sweep=conf.FLOW_SWEEP_INTERVAL,
                 aging=aging_interval(conf.PRIORITY_AGING),
+                reconcile=conf.RECONCILE_INTERVAL,
             ),
+            self.reconciler,
         )
         self.maintenance.start()
         self.watchdog = Watchdog(

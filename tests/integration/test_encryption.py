@@ -5,13 +5,21 @@ for admin users who may see job data; keys rotate; a missing key fails the job c
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from django.core.checks import run_checks
 from django.core.management import call_command
 from django.db import DataError, connection
 
-from django_pqjobs import InvalidJobOption, PayloadError, enqueue_job, enqueue_many, wait_for
+from django_pqjobs import (
+    InvalidJobOption,
+    PayloadError,
+    enqueue_job,
+    enqueue_many,
+    protection,
+    wait_for,
+)
 from django_pqjobs.models import Job, ProtectedType
 from django_pqjobs.protection import ENVELOPE
 from django_pqjobs.testing import drain
@@ -82,6 +90,7 @@ def test_no_keys_refuses_the_enqueue_and_check_says_why(settings):
         "tests.encrypted_noop",
         "tests.encrypted_dict_noop",
         "tests.encrypted_fields",
+        "tests.encrypted_versioned",
     }
 
 
@@ -170,6 +179,7 @@ def test_migrate_publishes_the_encrypted_types_and_sql_enqueue_refuses_clear_pay
         "tests.encrypted_noop": None,
         "tests.encrypted_dict_noop": None,
         "tests.encrypted_fields": ["card_number", "cvv"],
+        "tests.encrypted_versioned": None,
     }
     with pytest.raises(DataError, match=r"job type 'tests.encrypted_echo' is encrypted at rest"):
         sql_enqueue("tests.encrypted_echo", {"card": SECRET})
@@ -223,6 +233,7 @@ def test_check_warns_while_the_database_does_not_know_an_encrypted_type():
         "tests.encrypted_noop",
         "tests.encrypted_dict_noop",
         "tests.encrypted_fields",  # listed, but with other fields
+        "tests.encrypted_versioned",
     }
     publish("default")
     assert not [m for m in run_checks(databases=["default"]) if m.id == "pqjobs.W093"]
@@ -257,3 +268,89 @@ def test_psql_and_a_backup_show_no_plaintext():
     for text in (table, backup):
         assert ENVELOPE in text
         assert SECRET not in text and "cvv-9k7q" not in text
+
+
+# --- envelopes bound to their job type (issue 40, item 5) -------------------------------
+
+
+def test_an_envelope_copied_into_a_job_of_another_type_fails_that_job_alone():
+    source = enqueue_job("tests.encrypted_echo", {"card": SECRET})
+    target = enqueue_job("tests.encrypted_dict_noop", {"n": 1})
+    Job.objects.filter(pk=target).update(payload=Job.objects.get(pk=source).payload)
+    runs = {run.job_id: run.outcome for run in drain(run_delayed=True)}
+    assert runs == {source: "done", target: "failed"}  # at once: no retry
+    moved = Job.objects.get(pk=target)
+    assert (moved.error_type, moved.attempts) == ("EnvelopeMoved", 1)
+    assert (
+        f"the payload of job {target} was sealed for job type 'tests.encrypted_echo', not for "
+        "job type 'tests.encrypted_dict_noop'" in moved.last_error
+    )
+    assert SECRET not in moved.last_error
+
+
+def test_a_field_envelope_copied_into_another_field_is_refused():
+    job_id = enqueue_job("tests.encrypted_fields", {"card_number": SECRET, "cvv": "737"})
+    payload = Job.objects.get(pk=job_id).payload
+    Job.objects.filter(pk=job_id).update(payload={**payload, "cvv": payload["card_number"]})
+    (run,) = drain()
+    job = Job.objects.get(pk=job_id)
+    assert (run.outcome, job.error_type) == ("failed", "EnvelopeMoved")
+    assert "field 'cvv' was sealed for job type 'tests.encrypted_fields', field 'card_number'" in (
+        job.last_error
+    )
+
+
+def test_a_result_copied_into_a_job_of_another_type_is_refused_to_the_waiter():
+    from django_pqjobs.protection import EnvelopeMoved
+
+    source = enqueue_job("tests.encrypted_echo", {"card": SECRET})
+    target = enqueue_job("tests.encrypted_dict_noop", {"n": 1})
+    drain()
+    Job.objects.filter(pk=target).update(result=Job.objects.get(pk=source).result)
+    with pytest.raises(EnvelopeMoved, match=r"sealed for job type 'tests\.encrypted_echo'"):
+        wait_for(target, timeout=5)
+
+
+def legacy_envelope(value: object, key: str = OLD_KEY) -> dict:
+    """An envelope as versions before binding sealed it: a bare Fernet token of the JSON."""
+    from cryptography.fernet import Fernet
+
+    return {ENVELOPE: Fernet(key.encode()).encrypt(json.dumps(value).encode()).decode()}
+
+
+def test_an_unbound_envelope_still_opens_with_a_warning_once_and_after_a_rotation(settings, caplog):
+    keys(settings, NEW_KEY, OLD_KEY)  # rotated since it was sealed
+    ids = [enqueue_job("tests.encrypted_echo", {"n": n}) for n in (1, 2)]
+    for job_id in ids:
+        Job.objects.filter(pk=job_id).update(payload=legacy_envelope({"card": SECRET}))
+    caplog.set_level(logging.WARNING, logger="django_pqjobs.protection")
+    protection._warned.clear()
+    assert {run.outcome for run in drain()} == {"done"}
+    assert wait_for(ids[0], timeout=5) == {"echo": {"card": SECRET}}
+    stored_result = stored(ids[0])[1]
+    assert f'"{ENVELOPE}": "{protection.MARK}' in stored_result  # its result is sealed bound
+    warnings = [
+        r.getMessage() for r in caplog.records if "before envelopes were bound" in r.getMessage()
+    ]
+    assert len(warnings) == 1 and "'tests.encrypted_echo'" in warnings[0]
+
+
+def test_unbound_envelopes_are_refused_once_the_setting_says_so(settings):
+    settings.PQJOBS = {**settings.PQJOBS, "ACCEPT_UNBOUND_ENVELOPES": False}
+    job_id = enqueue_job("tests.encrypted_echo", {"n": 1})
+    Job.objects.filter(pk=job_id).update(payload=legacy_envelope({"card": SECRET}))
+    fine = enqueue_job("tests.encrypted_echo", {"n": 2})
+    assert {run.job_id: run.outcome for run in drain()} == {job_id: "failed", fine: "done"}
+    job = Job.objects.get(pk=job_id)
+    assert job.error_type == "SealedError"
+    assert "ACCEPT_UNBOUND_ENVELOPES'] is False" in job.last_error
+
+
+def test_an_unbound_token_marked_bound_is_refused():
+    job_id = enqueue_job("tests.encrypted_echo", {"n": 1})
+    token = legacy_envelope({"n": 1})[ENVELOPE]
+    Job.objects.filter(pk=job_id).update(payload={ENVELOPE: protection.MARK + token})
+    (run,) = drain()
+    job = Job.objects.get(pk=job_id)
+    assert (run.outcome, job.error_type) == ("failed", "SealedError")
+    assert "marked bound to its job type, but its plaintext is not" in job.last_error

@@ -6,6 +6,7 @@ operator's Retry or Skip brings one back, and RETENTION drops whole partitions.
 from __future__ import annotations
 
 import threading
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -241,6 +242,12 @@ def test_history_after_none_keeps_every_job_in_the_hot_table(settings):
         ("pqjobs_history_prepare(%s::text[])", [["done/2026-01-01/32"]], "1 to 31 days"),
         ("pqjobs_history_prepare(%s::text[])", [["done/2026-01-01"]], "is not a history"),
         ("pqjobs_history_prepare(%s::text[])", [[None]], "NULL is not a history"),
+        ("pqjobs_history_prepare(%s::text[])", [["done/2026-01-02/7"]], "starts no span"),
+        ("pqjobs_history_prepare(%s::text[])", [["done/1969-12-31/1"]], "starts no span"),
+        ("pqjobs_history_prepare(%s::text[])", [["done/9999-12-31/1"]], "after tomorrow"),
+        ("pqjobs_history_prepare(%s::text[])", [["done/2026-01-01/1"] * 17], "at most 16"),
+        ("pqjobs_history_shelve(%s, %s)", [[1], ["hot"]], "not a history shelf"),
+        ("pqjobs_history_shelve(%s, %s)", [[1, 2], ["done/2026-01-01/1"]], "2 ids and 1"),
         ("pqjobs_history_drop(%s, current_date)", ["running"], "is not a finished status"),
         ("pqjobs_history_drop(%s, NULL)", ["done"], "the day to drop before is missing"),
     ],
@@ -345,3 +352,146 @@ def test_prune_jobs_moves_a_whole_tables_history_at_once(settings):
         part("done", 3600),
     }
     assert partition_of(failed) == part("failed", 5 * DAY, span=5)
+
+
+def test_prepare_makes_no_more_than_its_cap_a_call_and_the_mover_asks_again():
+    """A thousand shelves in one call would fill the server's lock table: the function takes
+    16, and the mover's prepare() asks in turns."""
+    today = datetime.now(UTC).date()
+    shelves = [history.shelf("done", today - timedelta(days=n), 1) for n in range(20)]
+    with (
+        pytest.raises(DatabaseError, match="20 shelves in one call, at most 16"),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute("SELECT pqjobs_history_prepare(%s::text[])", [shelves])
+    assert history.prepare("default", shelves) == 20
+    assert len(partitions("pqjobs_job_done_")) == 20
+    tomorrow = history.shelf("done", today + timedelta(days=1), 1)
+    assert history.prepare("default", [tomorrow]) == 1  # the mover makes tomorrow's ahead
+
+
+@pytest.fixture
+def squatter():
+    """A role that may CREATE in the tables' schema (PostgreSQL 14 and older let every
+    role), as a deployment's other application might have."""
+    name = f"pqjobs_squatter_{uuid.uuid4().hex[:10]}"
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE ROLE {name}")
+        cursor.execute(f"GRANT CREATE ON SCHEMA public TO {name}")
+    try:
+        yield name
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET ROLE")
+            cursor.execute(f"DROP OWNED BY {name}")
+            cursor.execute(f"DROP ROLE {name}")
+
+
+def as_role(role: str, statement: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET ROLE {role}")
+        try:
+            cursor.execute(statement)
+        finally:
+            cursor.execute("RESET ROLE")
+
+
+@pytest.mark.parametrize("which", ["job", "attempt"])
+def test_a_partition_name_taken_first_is_named_with_its_owner(squatter, which, settings, capsys):
+    """Skipped, a squatted name left its shelf with no partition (or, for the job table's
+    name, prepare answered 0 with nothing attached) and every move to it failed, pass after
+    pass: now prepare fails naming the table and its owner, and jobs_health says so."""
+    from django.core.management import call_command
+
+    settings.PQJOBS = {**settings.PQJOBS, "HISTORY_AFTER": 600}
+    [job_id] = finished("done", 2 * DAY)
+    taken = part("done", 2 * DAY, table=which)
+    as_role(squatter, f"CREATE TABLE public.{taken} (anything text)")
+    with pytest.raises(DatabaseError) as raised:
+        housekeeping.shelve_finished("default")
+    assert f"public.{taken} exists and is no history partition" in str(raised.value)
+    assert f"a table owned by {squatter}" in str(raised.value)
+    assert partition_of(job_id) == "pqjobs_job_hot"  # nothing half made: all rolled back
+    call_command("jobs_health", "--skip-worker")
+    warned = capsys.readouterr().err
+    assert (
+        f"history partition names taken by objects that are not ours: {taken} (owner "
+        f"{squatter})" in warned
+    ), warned
+
+    as_role(squatter, f"DROP TABLE public.{taken}")
+    as_role(squatter, f"CREATE TYPE public.{taken} AS ENUM ('x')")  # a type takes it too
+    with pytest.raises(DatabaseError, match=f"a type owned by {squatter}"):
+        housekeeping.shelve_finished("default")
+    as_role(squatter, f"DROP TYPE public.{taken}")
+    housekeeping.shelve_finished("default")
+    assert partition_of(job_id) == part("done", 2 * DAY)
+    call_command("jobs_health", "--skip-worker")
+    assert "history partition names taken" not in capsys.readouterr().err
+
+
+def test_dropping_history_drops_only_our_attempt_partition(squatter, settings):
+    settings.PQJOBS = {**settings.PQJOBS, "HISTORY_AFTER": 600}
+    finished("done", 2 * DAY)
+    housekeeping.shelve_finished("default")
+    attempts = part("done", 2 * DAY, table="attempt")
+    with connection.cursor() as cursor:  # (as prepare before the check made it possible)
+        cursor.execute(f"DROP TABLE {attempts}")
+    as_role(squatter, f"CREATE TABLE public.{attempts} (anything text)")
+    history.drop_expired("default", "done", 0)
+    assert part("done", 2 * DAY) not in partitions()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_get_userbyid(relowner) FROM pg_class WHERE relname = %s", [attempts]
+        )
+        assert cursor.fetchall() == [(squatter,)]  # the superuser that owns ours left it be
+
+
+def test_a_duplicated_id_answers_the_hot_job_not_500(admin_client, settings):
+    """Were an id ever held twice (only the tables' owner can still make one), the job's
+    page, its actions and wait_for answer for the job in the hot table."""
+    from django_pqjobs import wait_for as wait_for_job
+
+    settings.PQJOBS = {**settings.PQJOBS, "HISTORY_AFTER": 600}
+    [shelved] = finished("done", 2 * DAY)
+    housekeeping.shelve_finished("default")
+    with connection.cursor() as cursor:  # as the owner: the entry check lets it in
+        cursor.execute(
+            "INSERT INTO pqjobs_job (id, job_type, payload, status, result, finished_at) "
+            "VALUES (%s, 'twin', '{}', 'done', '{\"twin\": true}', now())",
+            [shelved],
+        )
+    page = admin_client.get(reverse("admin:django_pqjobs_job_change", args=[shelved]))
+    assert page.status_code == 200
+    assert b"twin" in page.content
+    assert wait_for_job(shelved, timeout=5) == {"twin": True}
+
+
+def test_prune_jobs_cuts_history_in_the_spans_the_workers_cut(settings):
+    """A retention given on prune_jobs's command line prunes by it, but the partitions made
+    span what PQJOBS["RETENTION"] gives (a seventh of it), as the workers' maintenance
+    makes them: not spans of the command line's retention beside them."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    settings.PQJOBS = {
+        **settings.PQJOBS,
+        "HISTORY_AFTER": 600,
+        "RETENTION": {**settings.PQJOBS.get("RETENTION", {}), "done": 70 * DAY},
+    }
+    [old] = finished("done", 2 * DAY)
+    call_command("prune_jobs", "--done", "30d", stdout=StringIO())
+    assert partition_of(old) == part("done", 2 * DAY, span=10)
+    assert {name.rsplit("_", 1)[1] for name in partitions("pqjobs_job_done_")} == {"10"}
+    housekeeping.shelve_finished("default")  # the workers' step: no other partition
+    assert {name.rsplit("_", 1)[1] for name in partitions("pqjobs_job_done_")} == {"10"}
+
+
+def test_the_commands_reference_shows_every_retention_flag_of_prune_jobs():
+    from tests.helpers import ROOT
+
+    text = (ROOT / "docs" / "reference" / "commands.md").read_text()
+    synopsis = next(line for line in text.splitlines() if line.startswith("manage.py prune_jobs"))
+    missing = [s for s in housekeeping.RETAINED if f"[--{s} " not in synopsis]
+    assert not missing, f"docs/reference/commands.md's prune_jobs lacks {missing}"

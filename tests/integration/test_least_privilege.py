@@ -39,12 +39,14 @@ from django_pqjobs import (
     send_signal,
 )
 from django_pqjobs.clock import database_now
+from django_pqjobs.flow import pause_queue, resume_queue
 from django_pqjobs.models import (
     ConcurrencySetting,
     Job,
     JobAttempt,
     OperatorAction,
     Schedule,
+    Step,
     WorkerRecord,
 )
 from django_pqjobs.worker.claiming import claim_jobs
@@ -398,7 +400,8 @@ INTERNAL_FUNCTIONS = (
     "SELECT pqjobs_flow_hold_paused()",
     "SELECT pqjobs_flow_slot_freed()",
     "SELECT pqjobs_announce_finish()",
-    "SELECT pqjobs_history_attempts_back()",
+    "SELECT pqjobs_job_entry_check()",
+    "SELECT pqjobs_job_status_check()",
 )
 # The "may not" column of the guide's role table, statement by statement.
 MAY_NOT = {
@@ -416,6 +419,14 @@ MAY_NOT = {
         "INSERT INTO pqjobs_pause (kind, name) VALUES ('queue', 'q')",
         "INSERT INTO pqjobs_concurrency (name, concurrency) VALUES ('*', 1)",
         "SELECT pqjobs_claim('w', 1)",
+        # only the columns its operations write: never a result, attempts, a shelf or an id
+        "UPDATE pqjobs_job SET result = '{}'",
+        "UPDATE pqjobs_job SET attempts = 0",
+        "UPDATE pqjobs_job SET progress = '{}'",
+        "UPDATE pqjobs_job SET shelf = 'done/2026-01-01/1'",
+        "UPDATE pqjobs_job SET id = id + 1",
+        "SELECT pqjobs_history_prepare(ARRAY['done/2026-01-01/1'])",
+        "SELECT pqjobs_history_shelve('{1}', '{done/2026-01-01/1}')",
         *INTERNAL_FUNCTIONS,
     ),
     "worker": (
@@ -498,3 +509,94 @@ def test_history_runs_with_the_documented_grants(roles, settings):
         assert not Job.objects.filter(pk=old).exists()
     finally:
         drop_history_partitions()
+
+
+def refused_by_the_database(statement: str, *params: object) -> str:
+    """The message of the error ``statement`` meets (insufficient privilege), or ''."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(statement, list(params) or None)
+    except ProgrammingError as exc:
+        assert getattr(exc.__cause__, "sqlstate", None) == "42501", exc
+        return str(exc)
+    return ""
+
+
+def test_the_web_role_may_not_give_a_job_an_id_or_a_shelf(roles, settings):
+    """Since history partitions the primary key is the hot table's alone: a job inserted
+    with a shelved job's id made two jobs of one id (the admin's page answered 500, and the
+    trigger that brought attempts back moved the shelved job's with the owner's rights)."""
+    from django_pqjobs.worker import housekeeping
+
+    settings.PQJOBS = {**settings.PQJOBS, "HISTORY_AFTER": 600}
+    shelved = enqueue_job("t")
+    Job.objects.filter(pk=shelved).update(
+        status="done", finished_at=database_now("default") - timedelta(days=2)
+    )
+    try:
+        housekeeping.shelve_finished("default")
+        columns = "(id, job_type, payload, status, finished_at, shelf)"
+        with acting_as(roles.web):
+            mine = enqueue_job("t")  # the web role enqueues as ever (ids drawn)
+            for shelf, status in (("hot", "done"), ("hot", "ready")):
+                said = refused_by_the_database(
+                    f"INSERT INTO pqjobs_job {columns} VALUES (%s, 't', '{{}}', %s, now(), %s)",
+                    shelved,
+                    status,
+                    shelf,
+                )
+                assert f"this row came with id {shelved}" in said, said
+            said = refused_by_the_database(
+                "INSERT INTO pqjobs_job (job_type, payload, status, finished_at, shelf) "
+                "VALUES ('t', '{}', 'done', now(), %s)",
+                history_shelf(Job.objects.get(pk=shelved)),
+            )  # a new job straight into history, its id drawn
+            assert "in the hot table" in said, said
+            assert "permission denied" in refused_by_the_database(
+                "UPDATE pqjobs_job SET id = %s WHERE id = %s", shelved, mine
+            )
+        with (  # and the owner may not change an id either
+            connection.cursor() as cursor,
+            pytest.raises(ProgrammingError, match="a job's id never changes"),
+        ):
+            cursor.execute("UPDATE pqjobs_job SET id = %s WHERE id = %s", [shelved, mine])
+        assert Job.objects.filter(pk=shelved).count() == 1
+    finally:
+        drop_history_partitions()
+
+
+def history_shelf(job: Job) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT shelf FROM pqjobs_job WHERE id = %s", [job.pk])
+        return str(cursor.fetchone()[0])
+
+
+def test_the_web_role_makes_only_the_status_moves_of_its_operations(roles):
+    """With UPDATE on status (cancel, retry) the web role could forge a job done, failed or
+    running, or end a workflow's sleep: a role that may not write results may make only the
+    moves cancel, retry, dependencies and send_signal make."""
+    ready = enqueue_job("t")
+    parked = enqueue_job("t")
+    Job.objects.filter(pk=parked).update(status="waiting", waiting_for=0)
+    Step.objects.create(job_id=parked, name="nap", kind="sleep", attempt=1)
+    with acting_as(roles.web):
+        for status in ("done", "failed", "running", "expired", "blocked"):
+            said = refused_by_the_database(
+                "UPDATE pqjobs_job SET status = %s WHERE id = %s", status, ready
+            )
+            assert f"may not make job {ready} {status} (it was ready)" in said, said
+        said = refused_by_the_database(
+            "UPDATE pqjobs_job SET status = 'ready' WHERE id = %s", parked
+        )
+        assert f"may not make job {parked} ready (it was waiting)" in said, said
+        assert cancel_job(ready) == "cancelled" and retry_job(ready)  # its own moves
+    assert Job.objects.get(pk=parked).status == "waiting"
+    assert Job.objects.get(pk=ready).status == "ready"
+    # A retry into a paused queue is held at once (pqjobs_job_retried_paused), which the
+    # guard lets the web role make: the hold is the retry's, not a status of its choosing.
+    pause_queue("default")
+    with acting_as(roles.web):
+        assert cancel_job(ready) == "cancelled" and retry_job(ready)
+    assert Job.objects.filter(pk=ready, status="blocked", blocked_by="paused").exists()
+    resume_queue("default")
+    assert Job.objects.get(pk=ready).status == "ready"

@@ -292,7 +292,7 @@ def test_every_function_pins_its_search_path_and_is_closed_to_public(target):
             "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
             "AND p.proname LIKE 'pqjobs%' ORDER BY 1"
         ).fetchall()
-    assert len(functions) == 18
+    assert len(functions) == 21
     for name, definer, config, public, owner in functions:
         assert "search_path=pg_catalog, pg_temp" in (config or []), (name, config)
         assert not public, f"{name}: EXECUTE for PUBLIC"
@@ -311,7 +311,8 @@ def test_every_function_pins_its_search_path_and_is_closed_to_public(target):
                 "pqjobs_fair_turn",
                 "pqjobs_history_prepare",
                 "pqjobs_history_drop",
-                "pqjobs_history_attempts_back",
+                "pqjobs_history_shelve",
+                "pqjobs_history_unshelve",
             }, f"{name} runs with its owner's rights"
 
 

@@ -18,6 +18,7 @@ from django_pqjobs import (
     DuplicateJob,
     InvalidJobOption,
     batch,
+    decorator,
     enqueue_batch,
     enqueue_job,
     enqueue_many,
@@ -26,6 +27,8 @@ from django_pqjobs import (
     sql,
 )
 from django_pqjobs.models import Job
+from django_pqjobs.registry import registry
+from django_pqjobs.tasks.options import task_options
 from django_pqjobs.testing import drain
 from tests.helpers import ROOT, run_jobs, wait_for
 
@@ -118,6 +121,27 @@ def test_unique_by_fields_and_payload_are_canonical():
 def test_bad_uniqueness_options_are_refused_with_their_name(given, error):
     with pytest.raises(InvalidJobOption, match=re.escape(error)):
         enqueue_job("tests.noop", {}, **given)
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize("status", ["running", "ready", "blocked", "waiting", "expired", None])
+def test_a_status_that_is_not_finished_is_refused_in_unique_states_wherever_given(status):
+    """unique_states names the finished statuses that go on holding a key: a live status
+    there said nothing and was accepted silently (issue 40)."""
+    error = (
+        re.escape(f"unique_states: {status!r} is not a finished status")
+        + ".*"
+        + re.escape("choose from done, failed, cancelled")
+    )
+    with pytest.raises(InvalidJobOption, match=re.escape("@job('tests.live_states') ") + error):
+        decorator.job("tests.live_states", unique_states=["done", status])
+    with pytest.raises(InvalidJobOption, match=f"job type 'tests.noop' {error}"):
+        enqueue_job("tests.noop", {}, unique_states=["done", status])
+    with pytest.raises(InvalidJobOption, match=error):
+        enqueue_many("tests.noop", [{}], unique_states=[status])
+    with pytest.raises(InvalidJobOption, match=error):
+        task_options(unique_states=[status])
+    assert "tests.live_states" not in registry.names()
     assert not Job.objects.exists()
 
 

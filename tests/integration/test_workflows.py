@@ -379,10 +379,20 @@ def test_child_jobs_are_enqueued_once_and_awaited_parked():
         ("tests.permanent", "failed"),
         ("tests.workflow_parent", "done"),
     ]
+    doomed = Job.objects.get(parent_id=parent, job_type="tests.permanent")
+    assert doomed.last_error.startswith("Traceback (most recent call last)")
+    # the parent is told the child's error and id, not its whole traceback
     assert wait_for(parent, timeout=5) == {
         "echoed": {"echo": {"n": 21}, "attempt": 1, "worker": "pqjobs-testing"},
-        "failed": "PermanentError",
+        "failed": {
+            "type": "PermanentError",
+            "error": "this will never work",
+            "job": doomed.pk,
+            "says": f"job #{doomed.pk} failed (PermanentError: this will never work)",
+        },
     }
+    [recorded] = Step.objects.filter(job_id=parent, name="doomed").values_list("result", flat=True)
+    assert recorded["error"] == "this will never work"  # nor is the traceback recorded
     assert Job.objects.filter(parent_id=parent).count() == 2  # each child enqueued once
     assert set(Step.objects.filter(job_id=parent).values_list("kind", flat=True)) == {"child"}
 

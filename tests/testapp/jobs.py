@@ -194,6 +194,18 @@ def versioned_broken_upgrade(ctx: JobContext) -> dict:
     return ctx.job.payload
 
 
+def upgrade_card(payload: dict, version: int) -> dict:
+    """Version 1 stored the card number as text; an int() of a malformed one raises a
+    ValueError that quotes it."""
+    return {"x": int(payload["x"]), "y": payload["y"]}
+
+
+@job("tests.encrypted_versioned", encrypted=True, version=2, upgrade=upgrade_card)
+def encrypted_versioned(ctx: JobContext, args: Point) -> int:
+    """An encrypted type whose payloads of version 1 are upgraded."""
+    return args.x
+
+
 def _count(key: str) -> int:
     """A side effect that counts its runs: Counter ``key`` + 1; returns the new count."""
     counter, _ = Counter.objects.get_or_create(name=key)
@@ -263,7 +275,7 @@ def workflow_parent(ctx: JobContext) -> dict:
         ctx.run_child("doomed", "tests.permanent", max_attempts=1)
         failed = None
     except JobFailed as exc:
-        failed = exc.error_type
+        failed = {"type": exc.error_type, "error": exc.error, "job": exc.job_id, "says": str(exc)}
     return {"echoed": echoed, "failed": failed}
 
 

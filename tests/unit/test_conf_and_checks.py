@@ -69,6 +69,8 @@ def test_settings_are_read_at_access_time():
         ("SHUTDOWN_TIMEOUT", -1),
         ("TIMEOUT_GRACE", 0),
         ("PRUNE_INTERVAL", -1),
+        ("RECONCILE_INTERVAL", 0),
+        ("RECONCILE_INTERVAL", "often"),
         ("PREFETCH_MAX", -1),
         ("PREFETCH_MAX", 2.5),
         ("ISOLATION", "vm"),

@@ -10,7 +10,12 @@ from django.db import DatabaseError
 
 from ... import health
 from ...printable import printable
-from ...schema import open_schema_advice, writable_by_everyone
+from ...schema import (
+    open_schema_advice,
+    squatted_advice,
+    squatted_partition_names,
+    writable_by_everyone,
+)
 from ._arguments import duration, positive_int, queue_name
 from ._base import PQJobsCommand
 
@@ -99,10 +104,14 @@ class Command(PQJobsCommand):
 
     def _warn_about_the_schema(self, alias: str) -> None:
         """A warning on stderr (the verdict and exit status are unchanged) when every role
-        may create objects in the job tables' schema."""
+        may create objects in the job tables' schema, and one when a history partition's
+        name is taken by an object that is not ours."""
         try:
             schema = writable_by_everyone(alias)
+            squatted = squatted_partition_names(alias)
         except DatabaseError:  # unreachable: the verdict already says so
             return
         if schema is not None:
             self.warning(printable(open_schema_advice(schema)))
+        if squatted:
+            self.warning(printable(squatted_advice(squatted)))

@@ -55,7 +55,8 @@ class Command(PQJobsCommand):
         if after is None:
             self.summary("history: not moved (PQJOBS['HISTORY_AFTER'] is None)")
         else:
-            moved = shelve_finished(alias, retention)
+            # (in the spans PQJOBS["RETENTION"] gives, as the workers' maintenance does)
+            moved = shelve_finished(alias)
             self.summary(
                 f"history: moved {sum(moved.values())} to their partitions (finished over "
                 f"{in_words(after)} ago)"

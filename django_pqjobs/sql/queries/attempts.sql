@@ -130,3 +130,39 @@ WHERE heartbeat_at < now() - make_interval(secs => %s) OR worker_id = %s
 -- name: take_rescuer_lock
 -- one rescuer at a time across all workers, until the rescue's transaction ends
 SELECT pg_try_advisory_xact_lock(%s)
+
+-- name: claims_of_worker
+-- The attempts the database says a worker claimed since a time (its first claim: an earlier
+-- process of the same worker id claimed the ones before) and is running. Its reconcile
+-- compares them with the attempts it holds. The claim's time tells two claims of one
+-- attempt number apart (a release reuses the number).
+SELECT id, attempts, locked_at FROM pqjobs_job
+WHERE shelf = 'hot' AND status = 'running' AND locked_by = %s AND locked_at >= to_timestamp(%s)
+ORDER BY id
+
+-- name: release_unheld
+-- A worker gives back attempts marked as its own that it is not running (their end was lost:
+-- a failover to a standby that had not received it, or a row changed behind its back).
+-- Fenced on the claim itself (attempt number and claim time), so an attempt claimed again
+-- since is left alone. Uncharged by allowing one more attempt, never by reusing its number,
+-- as a rescue does; a cancel requested meanwhile is honoured.
+WITH released AS (
+    UPDATE pqjobs_job AS j
+    SET status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE 'ready' END,
+        max_attempts = LEAST(j.max_attempts::bigint + 1, 2147483647),
+        run_after = now(),
+        finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL THEN now() END,
+        last_error = %(note)s, error_type = %(error_type)s,
+        heartbeat_at = NULL, updated_at = now()
+    FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(claimed)s::timestamptz[])
+        AS t(id, attempt, locked_at)
+    WHERE j.shelf = 'hot' AND j.id = t.id AND j.status = 'running' AND j.locked_by = %(worker)s
+      AND j.attempts = t.attempt AND j.locked_at = t.locked_at
+    RETURNING j.id, j.job_type, j.queue, j.status, t.attempt, j.locked_at
+), recorded AS (
+    INSERT INTO pqjobs_attempt
+        (job_id, attempt, worker_id, started_at, finished_at, outcome, error_type, traceback)
+    SELECT id, attempt, %(worker)s, locked_at, now(), 'released', %(error_type)s, %(note)s
+    FROM released
+)
+SELECT id, job_type, queue, status, attempt FROM released ORDER BY id

@@ -36,7 +36,9 @@ WHERE start IS NOT NULL OR NOT EXISTS (SELECT 1 FROM spans WHERE start IS NOT NU
 -- RETENTION, leave the hot table for the partition of their span, with their attempts. A
 -- job that still holds its dedupe key stays (the unique index is per partition: only the
 -- hot one answers an enqueue); so do jobs locked by someone else (an operator's action),
--- and jobs of spans with no partition made yet.
+-- and jobs of spans with no partition made yet. pqjobs_history_shelve() moves them, and
+-- their attempts, with the owner's rights (no other role may change a job's shelf); it
+-- returns how many moved.
 WITH picked AS (
     SELECT j.id, j.status || '/' || to_char(day - ((day - date '1970-01-01') %% %(span)s::integer),
                                             'YYYY-MM-DD') || '/' || %(span)s::integer AS shelf
@@ -51,17 +53,24 @@ WITH picked AS (
     ORDER BY j.finished_at
     LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
-), attempts AS (
-    UPDATE pqjobs_attempt a SET shelf = p.shelf
-    FROM picked p WHERE a.job_id = p.id AND a.shelf = 'hot'
 )
-UPDATE pqjobs_job j SET shelf = p.shelf
-FROM picked p WHERE j.id = p.id AND j.shelf = 'hot'
+SELECT pqjobs_history_shelve(COALESCE(array_agg(id), '{}'), COALESCE(array_agg(shelf), '{}'))
+FROM picked
 
 -- name: unshelve
 -- Shelved jobs of the given statuses back into the hot table, before a transition changes
 -- their status (Retry, Skip): a history partition holds one status. Their attempts follow
--- (the trigger pqjobs_job_unshelved, with the owner's rights: a role that retries jobs
--- may not read attempts).
-UPDATE pqjobs_job SET shelf = 'hot'
-WHERE id = ANY(%s) AND status = ANY(%s) AND shelf <> 'hot'
+-- (pqjobs_history_unshelve() runs with the owner's rights: a role that retries jobs may
+-- not read attempts, nor change a job's shelf).
+SELECT pqjobs_history_unshelve(%s::bigint[], %s::text[])
+
+-- name: hot_already
+-- How many of the jobs (of the given statuses) are on the hot shelf, locked there (in id
+-- order, as the transitions lock them) so that the history mover cannot take one away
+-- before the caller's transition: when all of them are, unshelve has nothing to look for
+-- in history (and plans no history partition).
+SELECT count(*) FROM (
+    SELECT id FROM pqjobs_job
+    WHERE shelf = 'hot' AND id = ANY(%s) AND status = ANY(%s)
+    ORDER BY id FOR NO KEY UPDATE
+) AS held

@@ -6,11 +6,12 @@
 -- inside its 32 bits. A job whose dedupe_key another job of its type holds in its window
 -- (the unique index pqjobs_job_unique_key allows one; its predicate is repeated here) stays
 -- as it is, and of several retried together with one key only the newest goes back. A
--- retried job loses its deadline (an operator's Retry asks for it to run).
+-- retried job loses its deadline (an operator's Retry asks for it to run). The jobs were
+-- brought back to the hot table first (history.unshelve, in this transaction).
 WITH old AS (
     SELECT id, status, job_type, dedupe_key,
            COALESCE(unique_until, 'infinity'::timestamptz) AS window_end FROM pqjobs_job
-    WHERE id = ANY(%s) AND status IN ('failed', 'cancelled', 'expired')
+    WHERE shelf = 'hot' AND id = ANY(%s) AND status IN ('failed', 'cancelled', 'expired')
     ORDER BY id
     FOR UPDATE
 ), ranked AS (
@@ -36,7 +37,7 @@ SET status = 'ready', retried_from = j.attempts,
     locked_by = NULL,
     locked_at = NULL, heartbeat_at = NULL, updated_at = now()
 FROM chosen
-WHERE j.id = chosen.id
+WHERE j.shelf = 'hot' AND j.id = chosen.id
 RETURNING j.id, chosen.status, j.attempts, j.max_attempts
 
 -- name: lock_dependencies
@@ -133,9 +134,10 @@ WHERE shelf = 'hot' AND id = ANY(%s) AND status IN ('waiting', 'ready', 'blocked
 
 -- name: skip
 -- A failed job is set aside (cancelled, its error kept), so the jobs that halt on it (the
--- rest of its sequence) go on: the database settles them at commit.
+-- rest of its sequence) go on: the database settles them at commit. (Brought back to the
+-- hot table first: history.unshelve.)
 UPDATE pqjobs_job SET status = 'cancelled', finished_at = now(), updated_at = now()
-WHERE id = ANY(%s) AND status = 'failed' RETURNING id
+WHERE shelf = 'hot' AND id = ANY(%s) AND status = 'failed' RETURNING id
 
 -- name: request_cancel
 UPDATE pqjobs_job SET cancel_requested_at = now(), updated_at = now()

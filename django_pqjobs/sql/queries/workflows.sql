@@ -85,7 +85,7 @@ WITH due AS (
     JOIN pqjobs_job j ON j.id = s.job_id
     WHERE s.kind = 'child' AND s.finished_at IS NULL
       AND c.status IN ('done', 'failed', 'cancelled', 'expired')
-      AND j.status = 'waiting' AND j.waiting_for = 0
+      AND j.shelf = 'hot' AND j.status = 'waiting' AND j.waiting_for = 0
     LIMIT %(batch)s
     FOR UPDATE OF j SKIP LOCKED
 )

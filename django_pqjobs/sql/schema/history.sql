@@ -11,10 +11,26 @@
 -- ready, blocked, waiting or running jobs never plans one (constraint exclusion), and a row
 -- whose status changes in place (without going back to the hot table first) is refused.
 --
--- Both functions run DDL with the owner's rights (SECURITY DEFINER) for the worker role
--- that runs maintenance. They take shelves and statuses only, checked against a strict
--- pattern, build every name with format('%I') and run one at a time (an advisory lock).
+-- The functions below run with the owner's rights (SECURITY DEFINER): prepare and drop run
+-- DDL for the worker role that runs maintenance; shelve and unshelve are the only way a job
+-- changes shelf for any role but the owner (pqjobs_job_entry_check refuses the rest), and
+-- move its attempts with it. They take shelves, statuses and ids only, check them against
+-- a strict pattern, build every name with format('%I') and make and drop partitions one
+-- call at a time (an advisory lock).
+--
+-- Ids. The primary key is the hot table's alone (a partitioned table's key must hold its
+-- partition key), so nothing but this file keeps a job's id unique across partitions: a
+-- row enters pqjobs_job, whoever inserts it, with the id its sequence just drew for this
+-- session, in the hot table; only the owner (these functions) moves a row between shelves
+-- with the id it has; and no one changes an id.
 
+-- At most 16 shelves a call (each makes two tables and seven indexes, every lock held to
+-- the commit: a thousand in one call would fill the server's lock table); the caller asks
+-- again for the rest (transitions/history.py: PREPARE_AT_MOST). A span starts on a day
+-- whose number since 1970-01-01 its length divides, never after tomorrow (UTC): no job has
+-- finished there yet. A name that exists and is not our partition (a role that may CREATE
+-- in the schema made it first) is an error naming it and its owner: skipped, it would leave
+-- its shelf with no partition, and every move to it failing.
 CREATE OR REPLACE FUNCTION :"schema".pqjobs_history_prepare(p_shelves text[])
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -27,9 +43,20 @@ DECLARE
     span integer;
     job_part text;
     attempt_part text;
+    part record;
+    taken record;
+    owner oid;
+    home oid;
     made integer := 0;
+    making boolean;
 BEGIN
+    IF cardinality(p_shelves) > 16 THEN
+        RAISE EXCEPTION 'pqjobs_history_prepare: % shelves in one call, at most 16 (call again '
+            'for the rest)', cardinality(p_shelves) USING ERRCODE = 'program_limit_exceeded';
+    END IF;
     PERFORM pg_advisory_xact_lock(hashtext('pqjobs_history'));
+    SELECT c.relowner, c.relnamespace INTO owner, home
+    FROM pg_class c WHERE c.oid = ':"schema".pqjobs_job'::regclass;
     FOREACH wanted IN ARRAY COALESCE(p_shelves, '{}') LOOP
         IF wanted IS NULL OR wanted !~
                '^(done|failed|cancelled|expired)/[0-9]{4}-[0-9]{2}-[0-9]{2}/([1-9]|[12][0-9]|3[01])$'
@@ -49,50 +76,95 @@ BEGIN
             RAISE EXCEPTION 'pqjobs_history_prepare: % names no day of the calendar',
                 quote_literal(wanted) USING ERRCODE = 'invalid_parameter_value';
         END IF;
+        IF day < date '1970-01-01' OR (day - date '1970-01-01') % span <> 0 THEN
+            RAISE EXCEPTION 'pqjobs_history_prepare: % starts no span: a span of % days starts '
+                'on a day since 1970-01-01 whose number % divides', quote_literal(wanted),
+                span, span USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF day > (now() AT TIME ZONE 'UTC')::date + 1 THEN
+            RAISE EXCEPTION 'pqjobs_history_prepare: % starts after tomorrow (UTC): no job '
+                'finishes there yet', quote_literal(wanted)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
         job_part := 'pqjobs_job_' || job_status || '_' || to_char(day, 'YYYYMMDD') || '_' || span;
         attempt_part := 'pqjobs_attempt_' || job_status || '_' || to_char(day, 'YYYYMMDD')
             || '_' || span;
-        CONTINUE WHEN to_regclass(format(':"schema".%I', job_part)) IS NOT NULL;
+        making := false;
+        FOR part IN SELECT * FROM (VALUES
+            (job_part, ':"schema".pqjobs_job'::regclass),
+            (attempt_part, ':"schema".pqjobs_attempt'::regclass)
+        ) AS t(name, parent) LOOP
+            SELECT c.relkind::text AS relkind, pg_get_userbyid(c.relowner) AS holder,
+                   c.relowner = owner AND EXISTS (
+                       SELECT 1 FROM pg_inherits i
+                       WHERE i.inhrelid = c.oid AND i.inhparent = part.parent) AS ours
+            INTO taken
+            FROM pg_class c WHERE c.relnamespace = home AND c.relname = part.name;
+            IF NOT FOUND THEN
+                SELECT 't'::text AS relkind, pg_get_userbyid(t.typowner) AS holder, false AS ours
+                INTO taken
+                FROM pg_type t WHERE t.typnamespace = home AND t.typname = part.name;
+            END IF;
+            IF FOUND AND NOT taken.ours THEN
+                RAISE EXCEPTION 'pqjobs_history_prepare: % is taken: %.% exists and is no '
+                    'history partition of % (a % owned by %); drop or rename it (a role that '
+                    'may CREATE in the schema made it)', quote_literal(wanted),
+                    home::regnamespace, quote_ident(part.name), part.parent,
+                    CASE taken.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'partitioned table'
+                        WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
+                        WHEN 'i' THEN 'index' WHEN 'S' THEN 'sequence'
+                        WHEN 'f' THEN 'foreign table' WHEN 't' THEN 'type' WHEN 'c' THEN 'type'
+                        ELSE 'relation' END,
+                    quote_ident(taken.holder) USING ERRCODE = 'duplicate_object';
+            END IF;
+            making := making OR NOT FOUND;
+        END LOOP;
+        CONTINUE WHEN NOT making;
         -- Made apart and attached: ATTACH takes a lock on the parent that lets the queue's
         -- reads and writes go on (CREATE ... PARTITION OF would stop them). The CHECK
         -- states the partition's bound, so ATTACH need not scan it.
-        EXECUTE format(
-            'CREATE TABLE :"schema".%I (LIKE :"schema".pqjobs_job INCLUDING DEFAULTS '
-            'INCLUDING CONSTRAINTS)', job_part);
-        EXECUTE format(
-            'ALTER TABLE :"schema".%I ADD CONSTRAINT %I CHECK (shelf = %L AND status = %L '
-            'AND finished_at >= %L::timestamptz AND finished_at < %L::timestamptz)',
-            job_part, job_part || '_bound', wanted, job_status,
-            to_char(day, 'YYYY-MM-DD') || ' 00:00:00+00',
-            to_char(day + span, 'YYYY-MM-DD') || ' 00:00:00+00');
-        -- what the reads of history need: a job by id (the API, the admin's page, a
-        -- dependency), the admin's lists (newest first, by type, with an error) and the
-        -- members, children and callbacks of a batch or a job
-        EXECUTE format('CREATE INDEX ON :"schema".%I (id)', job_part);
-        EXECUTE format('CREATE INDEX ON :"schema".%I (job_type, id DESC)', job_part);
-        EXECUTE format(
-            'CREATE INDEX ON :"schema".%I (id DESC) WHERE last_error <> %L', job_part, '');
-        EXECUTE format(
-            'CREATE INDEX ON :"schema".%I (batch_id, status) WHERE batch_id IS NOT NULL',
-            job_part);
-        EXECUTE format(
-            'CREATE INDEX ON :"schema".%I (parent_id) WHERE parent_id IS NOT NULL', job_part);
-        EXECUTE format(
-            'CREATE INDEX ON :"schema".%I (callback_of_id) WHERE callback_of_id IS NOT NULL',
-            job_part);
-        EXECUTE format(
-            'ALTER TABLE :"schema".pqjobs_job ATTACH PARTITION :"schema".%I FOR VALUES IN (%L)',
-            job_part, wanted);
-        EXECUTE format(
-            'CREATE TABLE :"schema".%I (LIKE :"schema".pqjobs_attempt INCLUDING DEFAULTS '
-            'INCLUDING CONSTRAINTS)', attempt_part);
-        EXECUTE format(
-            'ALTER TABLE :"schema".%I ADD CONSTRAINT %I CHECK (shelf = %L)',
-            attempt_part, attempt_part || '_bound', wanted);
-        EXECUTE format('CREATE INDEX ON :"schema".%I (job_id)', attempt_part);
-        EXECUTE format(
-            'ALTER TABLE :"schema".pqjobs_attempt ATTACH PARTITION :"schema".%I '
-            'FOR VALUES IN (%L)', attempt_part, wanted);
+        IF to_regclass(format(':"schema".%I', job_part)) IS NULL THEN
+            EXECUTE format(
+                'CREATE TABLE :"schema".%I (LIKE :"schema".pqjobs_job INCLUDING DEFAULTS '
+                'INCLUDING CONSTRAINTS)', job_part);
+            EXECUTE format(
+                'ALTER TABLE :"schema".%I ADD CONSTRAINT %I CHECK (shelf = %L AND status = %L '
+                'AND finished_at >= %L::timestamptz AND finished_at < %L::timestamptz)',
+                job_part, job_part || '_bound', wanted, job_status,
+                to_char(day, 'YYYY-MM-DD') || ' 00:00:00+00',
+                to_char(day + span, 'YYYY-MM-DD') || ' 00:00:00+00');
+            -- what the reads of history need: a job by id (the API, the admin's page, a
+            -- dependency), the admin's lists (newest first, by type, with an error) and the
+            -- members, children and callbacks of a batch or a job
+            EXECUTE format('CREATE INDEX ON :"schema".%I (id)', job_part);
+            EXECUTE format('CREATE INDEX ON :"schema".%I (job_type, id DESC)', job_part);
+            EXECUTE format(
+                'CREATE INDEX ON :"schema".%I (id DESC) WHERE last_error <> %L', job_part, '');
+            EXECUTE format(
+                'CREATE INDEX ON :"schema".%I (batch_id, status) WHERE batch_id IS NOT NULL',
+                job_part);
+            EXECUTE format(
+                'CREATE INDEX ON :"schema".%I (parent_id) WHERE parent_id IS NOT NULL',
+                job_part);
+            EXECUTE format(
+                'CREATE INDEX ON :"schema".%I (callback_of_id) WHERE callback_of_id IS NOT NULL',
+                job_part);
+            EXECUTE format(
+                'ALTER TABLE :"schema".pqjobs_job ATTACH PARTITION :"schema".%I '
+                'FOR VALUES IN (%L)', job_part, wanted);
+        END IF;
+        IF to_regclass(format(':"schema".%I', attempt_part)) IS NULL THEN
+            EXECUTE format(
+                'CREATE TABLE :"schema".%I (LIKE :"schema".pqjobs_attempt INCLUDING DEFAULTS '
+                'INCLUDING CONSTRAINTS)', attempt_part);
+            EXECUTE format(
+                'ALTER TABLE :"schema".%I ADD CONSTRAINT %I CHECK (shelf = %L)',
+                attempt_part, attempt_part || '_bound', wanted);
+            EXECUTE format('CREATE INDEX ON :"schema".%I (job_id)', attempt_part);
+            EXECUTE format(
+                'ALTER TABLE :"schema".pqjobs_attempt ATTACH PARTITION :"schema".%I '
+                'FOR VALUES IN (%L)', attempt_part, wanted);
+        END IF;
         -- known empty: a table never analyzed is planned as if it held ten pages of rows,
         -- which every estimate over pqjobs_job (the admin's counts, the metrics) would add
         EXECUTE format('ANALYZE :"schema".%I, :"schema".%I', job_part, attempt_part);
@@ -144,7 +216,11 @@ BEGIN
             INTO lowest, highest, held;
         EXECUTE format('ALTER TABLE :"schema".pqjobs_job DETACH PARTITION :"schema".%I',
                        part.job_part);
-        IF to_regclass(format(':"schema".%I', part.attempt_part)) IS NOT NULL THEN
+        -- only our partition of that name (a table another role made in its place stays)
+        IF EXISTS (SELECT 1 FROM pg_inherits i
+                   WHERE i.inhparent = ':"schema".pqjobs_attempt'::regclass
+                     AND i.inhrelid = to_regclass(format(':"schema".%I', part.attempt_part)))
+        THEN
             EXECUTE format('DROP TABLE :"schema".%I', part.attempt_part);
         END IF;
         IF lowest IS NOT NULL THEN
@@ -173,23 +249,103 @@ BEGIN
 END
 $$;
 
--- A finished job inserted into the hot table is one coming back from history (new jobs are
--- never finished): its attempts come back with it, whoever moved it (Retry and Skip run as
--- roles that may not touch attempts).
-CREATE OR REPLACE FUNCTION :"schema".pqjobs_history_attempts_back() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER
+-- Finished jobs onto their shelves (the mover, transitions/history.py, picks them and their
+-- shelves): each hot job of p_ids goes to the shelf at the same place in p_shelves, its
+-- attempts with it. The shelf's partition must exist (pqjobs_history_prepare) and its CHECK
+-- takes only jobs of its status finished within its span. Returns how many jobs moved.
+CREATE OR REPLACE FUNCTION :"schema".pqjobs_history_shelve(p_ids bigint[], p_shelves text[])
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    moved integer;
 BEGIN
-    UPDATE :"schema".pqjobs_attempt SET shelf = 'hot'
-    WHERE job_id = NEW.id AND shelf <> 'hot';
-    RETURN NULL;
+    IF cardinality(p_ids) IS DISTINCT FROM cardinality(p_shelves) THEN
+        RAISE EXCEPTION 'pqjobs_history_shelve: % ids and % shelves', cardinality(p_ids),
+            cardinality(p_shelves) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_shelves) s WHERE s IS NULL OR s !~
+               '^(done|failed|cancelled|expired)/[0-9]{4}-[0-9]{2}-[0-9]{2}/[0-9]{1,2}$') THEN
+        RAISE EXCEPTION 'pqjobs_history_shelve: a shelf is not a history shelf'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    WITH wanted AS (
+        SELECT DISTINCT ON (m.id) m.id, m.shelf FROM unnest(p_ids, p_shelves) AS m(id, shelf)
+        WHERE m.id IS NOT NULL ORDER BY m.id
+    ), jobs AS (
+        UPDATE :"schema".pqjobs_job j SET shelf = w.shelf
+        FROM wanted w WHERE j.shelf = 'hot' AND j.id = w.id
+        RETURNING j.id, j.shelf
+    ), attempts AS (
+        UPDATE :"schema".pqjobs_attempt a SET shelf = jobs.shelf
+        FROM jobs WHERE a.job_id = jobs.id AND a.shelf = 'hot'
+    )
+    SELECT count(*) INTO moved FROM jobs;
+    RETURN moved;
 END
 $$;
 
-DROP TRIGGER IF EXISTS pqjobs_job_unshelved ON :"schema".pqjobs_job_hot;
-CREATE TRIGGER pqjobs_job_unshelved
-AFTER INSERT ON :"schema".pqjobs_job_hot
+-- Shelved jobs among p_ids whose status is one of p_statuses back to the hot table, their
+-- attempts with them, before a transition changes their status (Retry, Skip; a role that
+-- retries jobs may not touch attempts). Returns how many came back.
+CREATE OR REPLACE FUNCTION :"schema".pqjobs_history_unshelve(p_ids bigint[], p_statuses text[])
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    back integer;
+BEGIN
+    WITH jobs AS (
+        UPDATE :"schema".pqjobs_job SET shelf = 'hot'
+        WHERE id = ANY(p_ids) AND status = ANY(p_statuses) AND shelf <> 'hot'
+        RETURNING id
+    ), attempts AS (
+        UPDATE :"schema".pqjobs_attempt a SET shelf = 'hot'
+        FROM jobs WHERE a.job_id = jobs.id AND a.shelf <> 'hot'
+    )
+    SELECT count(*) INTO back FROM jobs;
+    RETURN back;
+END
+$$;
+
+-- A row enters pqjobs_job (any partition: the trigger is cloned to each) with the id its
+-- sequence just drew in this session (currval: no other session's draw, nor a value a
+-- client chose, matches it), in the hot table; or the tables' owner puts it there (the
+-- functions above, migrate; TRIGGER stands for the owner: no client role is granted it,
+-- and one that were could attach any trigger of its own). An id never changes. The check
+-- is the trigger's WHEN, run for each row without a call; the function only says no. A
+-- row given an id in a session that drew none is refused by currval itself ("not yet
+-- defined in this session").
+CREATE OR REPLACE FUNCTION :"schema".pqjobs_job_entry_check() RETURNS trigger
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        RAISE EXCEPTION 'pqjobs_job: a job''s id never changes (job % would become %)',
+            OLD.id, NEW.id USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RAISE EXCEPTION 'pqjobs_job: a new job takes the id its sequence draws, in the hot table '
+        '(this row came with id % for shelf %); a job changes shelf only through the '
+        'history functions, with the owner''s rights', NEW.id,
+        quote_literal(NEW.shelf) USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+
+DROP TRIGGER IF EXISTS pqjobs_job_entry ON :"schema".pqjobs_job;
+CREATE TRIGGER pqjobs_job_entry
+BEFORE INSERT ON :"schema".pqjobs_job
 FOR EACH ROW
-WHEN (NEW.status IN ('done', 'failed', 'cancelled', 'expired'))
-EXECUTE FUNCTION :"schema".pqjobs_history_attempts_back();
+WHEN (NOT pg_catalog.has_table_privilege(':"schema".pqjobs_job'::regclass, 'TRIGGER')
+      AND NOT (NEW.shelf = 'hot'
+               AND NEW.id = pg_catalog.currval(':"schema".pqjobs_job_id_seq'::regclass)))
+EXECUTE FUNCTION :"schema".pqjobs_job_entry_check();
+
+DROP TRIGGER IF EXISTS pqjobs_job_same_id ON :"schema".pqjobs_job;
+CREATE TRIGGER pqjobs_job_same_id
+BEFORE UPDATE OF id ON :"schema".pqjobs_job
+FOR EACH ROW
+WHEN (OLD.id IS DISTINCT FROM NEW.id)
+EXECUTE FUNCTION :"schema".pqjobs_job_entry_check();

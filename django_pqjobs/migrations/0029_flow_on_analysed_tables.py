@@ -1,6 +1,6 @@
 """Flow control's statements linear on analysed tables, a retry into a pause held at once,
 and pqjobs_enqueue()'s own message for a bad expires_in or expires_at
-(``django_pqjobs/sql/migrations/0028_flow_on_analysed_tables.up.sql``)."""
+(``django_pqjobs/sql/migrations/0029_flow_on_analysed_tables.up.sql``)."""
 
 from django.db import migrations
 
@@ -9,9 +9,9 @@ from django_pqjobs import sql
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("django_pqjobs", "0027_partitioned_history"),
+        ("django_pqjobs", "0028_roles_in_bad_faith"),
     ]
 
     operations = [
-        sql.migration("0028_flow_on_analysed_tables"),
+        sql.migration("0029_flow_on_analysed_tables"),
     ]
