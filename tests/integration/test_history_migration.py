@@ -87,6 +87,9 @@ def _counts(db: psycopg.Connection) -> dict[str, int]:
     return dict(rows)
 
 
+# A million rows moved takes 80 s on a busy 2-core machine: correctness is what is asserted
+# here (benchmarks time the mover), so it gets more than the suite's 120 s.
+@pytest.mark.timeout(360)
 @pytest.mark.django_db
 def test_a_million_row_table_migrates_in_place_and_moves_to_history(empty_database):
     _manage(empty_database, "migrate", "django_pqjobs", "0026", "--verbosity", "0")
