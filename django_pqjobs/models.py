@@ -121,7 +121,10 @@ class OnHotShelf(Expression):
         return []
 
     def as_sql(self, compiler: Any, connection: Any) -> tuple[str, tuple[str | int, ...]]:
-        table = compiler.quote_name_unless_alias(self.alias or Job._meta.db_table)
+        # Django 6.1 quotes every name and alias with quote_name() and deprecates
+        # quote_name_unless_alias(); Django 5.2 and 6.0 have only the latter.
+        quote = getattr(compiler, "quote_name", None) or compiler.quote_name_unless_alias
+        table = quote(self.alias or Job._meta.db_table)
         return f"{table}.{connection.ops.quote_name('shelf')} = 'hot'", ()
 
 
