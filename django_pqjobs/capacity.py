@@ -13,6 +13,8 @@ the concurrency it was started with.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db import connections, transaction
 from django.db.models.functions import Now
 
@@ -68,12 +70,14 @@ def target_name(name: str) -> str:
 
 def set_concurrency(
     concurrency: int | None, *, name: str = EVERY_WORKER, by: str = "", using: str | None = None
-) -> None:
+) -> bool:
     """Make the running workers of ``name`` (a worker group, a worker id, or ``"*"``: every
     worker) run ``concurrency`` jobs at once, within the bounds each was started with;
     ``None`` takes the setting away (they go back to their own). Workers follow within
     ``READ_INTERVAL`` seconds. ``by`` (who) is shown with the setting and, when given,
-    recorded in the audit trail."""
+    recorded in the audit trail. Returns False when ``None`` found no setting of ``name`` to
+    take away (nothing changed, nothing recorded), else True. :func:`effective` says what
+    each live worker then runs."""
     name = target_name(name)
     if concurrency is not None and (
         isinstance(concurrency, bool)
@@ -89,7 +93,9 @@ def set_concurrency(
     settings = ConcurrencySetting.objects.using(alias)
     with transaction.atomic(using=alias):
         if concurrency is None:
-            settings.filter(name=name).delete()
+            deleted, _ = settings.filter(name=name).delete()
+            if not deleted:
+                return False
             detail = "cleared: workers run at their own concurrency"
         else:
             settings.update_or_create(
@@ -99,8 +105,67 @@ def set_concurrency(
         if actor:
             target = "every worker" if name == EVERY_WORKER else f"workers {name}"
             audit.record(alias, AuditAction.CONCURRENCY, actor, target=target, detail=detail)
+    return True
 
 
 def settings(using: str | None = None) -> list[ConcurrencySetting]:
     """Every concurrency set, by name."""
     return list(ConcurrencySetting.objects.using(using or conf.DATABASE).order_by("name"))
+
+
+@dataclass(frozen=True)
+class WorkerConcurrency:
+    """What a live worker runs at once under the settings, and where that comes from."""
+
+    worker_id: str
+    reported: int  # what it ran at its last heartbeat
+    runs: int  # what it runs once it has read the settings (within READ_INTERVAL)
+    setting: str | None  # the name of the setting that applies to it; None: no setting does
+    asked: int | None  # that setting's concurrency
+    started: int | None  # what it was started with (None: an older worker did not say)
+    most: int | None  # its --max-concurrency (None: an older worker did not say)
+
+    @property
+    def source(self) -> str:
+        """Where ``runs`` comes from, in words."""
+        if self.setting is None:
+            return "started with it"
+        what = {EVERY_WORKER: "every worker's setting (*)"}.get(
+            self.setting,
+            f"its own setting {self.setting!r}"
+            if self.setting == self.worker_id
+            else f"its group's setting {self.setting!r}",
+        )
+        if self.asked is not None and self.asked != self.runs:
+            what += f", which asks {self.asked}: bounded by its --max-concurrency {self.most}"
+        return what
+
+    def covered_by(self, name: str) -> bool:
+        """Whether a setting named ``name`` names this worker (its id, its group, or *)."""
+        return name in names_of(self.worker_id)
+
+
+def effective(using: str | None = None) -> list[WorkerConcurrency]:
+    """Each live worker's concurrency under the settings as they stand: the most specific
+    setting naming it (its id, its group, then ``*``) within 1 and its --max-concurrency,
+    else what it was started with."""
+    alias = using or conf.DATABASE
+    found = {s.name: s.concurrency for s in settings(alias)}
+    result = []
+    for worker in monitoring.workers(alias):
+        if not monitoring.is_live(worker):
+            continue
+        setting = next((n for n in names_of(worker.worker_id) if n in found), None)
+        asked = None if setting is None else int(found[setting])
+        started = worker.started_concurrency
+        most = worker.max_concurrency
+        if asked is None:
+            runs = started if started is not None else worker.concurrency
+        else:
+            runs = max(1, asked if most is None else min(asked, most))
+        result.append(
+            WorkerConcurrency(
+                worker.worker_id, worker.concurrency, runs, setting, asked, started, most
+            )
+        )
+    return result

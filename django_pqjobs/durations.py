@@ -23,6 +23,9 @@ _SHORT = ("d", "h", "m")  # the same units, as in_words(short=True) writes them
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 
+# A wait with no timeout: parked this long (the calendar has no "never").
+FOREVER = MAX_DURATION
+
 
 def to_seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
     """Return ``value`` (a ``timedelta`` or number of seconds) as seconds, or raise ValueError.

@@ -8,6 +8,7 @@ the worker table and the indexes of the waiting jobs.
 
 from __future__ import annotations
 
+import difflib
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +16,8 @@ from dataclasses import dataclass
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 
-from . import access, fairness, monitoring
+from . import access, fairness, monitoring, schema
+from .conf import conf
 from .printable import counted
 
 # Exit statuses of ``jobs_health`` (2 is argparse's, for a bad command line).
@@ -86,7 +88,7 @@ def check_worker(
     try:
         rows = monitoring.workers(using)
     except DatabaseError as exc:
-        return _unreachable(exc)
+        return _unreachable(exc, using)
     if worker_id is not None:
         found = [w for w in rows if w.worker_id == worker_id]
         where = f"worker {worker_id}"
@@ -96,6 +98,13 @@ def check_worker(
     else:
         found = sorted((w for w in rows if w.hostname == host), key=lambda w: w.started_at)
         where = f"a worker on host {host}"
+    if not found and worker_id is not None:
+        known = sorted(
+            {w.worker_id for w in rows}
+            | {g for w in rows if (g := monitoring.group_of(w.worker_id))}
+        )
+        close = difflib.get_close_matches(worker_id, known, n=1)
+        where += f" (did you mean {close[0]}?)" if close else ""
     if not found:
         return Health(NO_WORKER, f"no worker: found no record of {where}")
     worker = found[-1]
@@ -136,7 +145,7 @@ def check_workers(
     try:
         rows = monitoring.workers(using)
     except DatabaseError as exc:
-        return _unreachable(exc)
+        return _unreachable(exc, using)
     problems = [(w, _judge(w, max_heartbeat_age, max_loop_age)) for w in rows]
     healthy = [w for w, problem in problems if problem is None]
     if len(healthy) < min_workers:
@@ -166,7 +175,7 @@ def check_lag(
         paused = monitoring.held_by_pause(using, names)
         expired = monitoring.expired_lately(using, names)
     except DatabaseError as exc:
-        return _unreachable(exc)
+        return _unreachable(exc, using)
     where = f" in {', '.join(queues)}" if queues else ""
     held = f"; {counted(paused, 'job')} held by a pause" if paused else ""
     if expired:
@@ -176,7 +185,7 @@ def check_lag(
         try:
             keys = fairness.waiting_longest(max_lag, queues=names, using=using)
         except DatabaseError as exc:
-            return _unreachable(exc)
+            return _unreachable(exc, using)
         if keys:
             named = ", ".join(f"{key} {seconds:.0f} s" for key, seconds in keys)
             held += f"; fair keys waiting longest: {named}"
@@ -184,7 +193,10 @@ def check_lag(
     return Health(OK, f"ok: lag {lag:.1f} s{where} (max {max_lag:g} s){held}")
 
 
-def _unreachable(exc: DatabaseError) -> Health:
+def _unreachable(exc: DatabaseError, using: str | None) -> Health:
+    missing = schema.not_migrated(exc, using or conf.DATABASE)
+    if missing is not None:  # the tables are not there (yet): say what to run
+        return Health(UNREACHABLE, f"unreachable: {missing}")
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return Health(UNREACHABLE, f"unreachable: could not read the job tables: {first}")
 

@@ -560,6 +560,10 @@ class WorkerRecord(models.Model):
     pid = models.IntegerField(null=True, blank=True)
     queues = models.JSONField(null=True, blank=True, help_text="null means every queue")
     concurrency = models.IntegerField(default=1)
+    # The bounds of its live concurrency (capacity.py): what it was started with, and its
+    # --max-concurrency. Null on a row a worker from before migration 0032 wrote.
+    started_concurrency = models.IntegerField(null=True, blank=True)
+    max_concurrency = models.IntegerField(null=True, blank=True)
     started_at = Timestamp(db_default=Now())
     heartbeat_at = Timestamp(db_default=Now())
     loop_at = Timestamp(

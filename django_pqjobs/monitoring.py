@@ -268,6 +268,9 @@ class WorkerState:
     loop_age: float | None  # seconds since its claim loop last ran (None: not reported yet)
     heartbeat_at: datetime | None = None
     queues: tuple[str, ...] | None = None  # None: every queue
+    # The bounds of its live concurrency (None: a row an older worker wrote)
+    started_concurrency: int | None = None
+    max_concurrency: int | None = None
 
 
 _WORKERS = """
@@ -276,7 +279,7 @@ SELECT worker_id, hostname, pid, concurrency,
        extract(epoch FROM now()) - extract(epoch FROM heartbeat_at),
        extract(epoch FROM now()) - extract(epoch FROM loop_at),
        least(greatest(heartbeat_at, '0001-01-02 00:00+00'), '9999-12-30 00:00+00'),
-       queues
+       queues, started_concurrency, max_concurrency
 FROM pqjobs_worker ORDER BY worker_id
 """
 
@@ -294,6 +297,8 @@ def workers(alias: str | None = None) -> list[WorkerState]:
             None if r[6] is None else max(0.0, float(r[6])),
             r[7],
             _queue_names(r[8]),
+            None if r[9] is None else int(r[9]),
+            None if r[10] is None else int(r[10]),
         )
         for r in read(alias, _WORKERS, [])
     ]

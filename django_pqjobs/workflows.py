@@ -31,7 +31,7 @@ from django.db import connections, transaction
 from . import audit, options, protection, transitions
 from .audit import AuditAction, JobAction
 from .conf import conf
-from .durations import Duration, in_words, to_seconds
+from .durations import FOREVER, Duration, in_words, to_seconds
 from .enqueue import insert, prepare
 from .errors import (
     JobExpired,
@@ -63,9 +63,6 @@ class Running(Protocol):
 
 
 T = TypeVar("T")
-
-# A wait with no timeout: parked this long (the calendar has no "never").
-FOREVER = 100 * 365 * 24 * 3600.0
 
 
 class Park(BaseException):

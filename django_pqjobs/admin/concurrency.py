@@ -8,7 +8,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
 from .. import capacity
 from ..conf import conf
@@ -39,6 +39,14 @@ class ConcurrencySettingAdmin(admin.ModelAdmin):
     form = ConcurrencyForm
     list_display = ["name", "concurrency", "set_by", "set_at"]
     ordering = ["name"]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        extra = {"title": "Worker concurrency", **(extra_context or {})}
+        if request.method in ("GET", "HEAD"):
+            extra["live_workers"] = capacity.effective(conf.DATABASE)
+        return super().changelist_view(request, extra)
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).using(conf.DATABASE)

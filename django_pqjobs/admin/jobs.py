@@ -974,7 +974,15 @@ class JobAdmin(GuardedListAdmin):
         job = _job_or_404(self.get_queryset(request).defer(*excerpts.BIG_COLUMNS), pk=job_id)
         if not self.has_change_permission(request, job):
             raise PermissionDenied
-        form = SignalForm(request.POST if request.method == "POST" else None)
+        waiting_for = list(
+            Step.objects.using(conf.DATABASE)
+            .filter(job_id=job.pk, kind="signal", finished_at__isnull=True)
+            .values_list("name", flat=True)
+        )
+        form = SignalForm(
+            request.POST if request.method == "POST" else None,
+            initial={"name": waiting_for[0]} if waiting_for else None,
+        )
         if request.method == "POST" and form.is_valid():
             name, payload = form.cleaned_data["name"], form.cleaned_data["payload"]
             try:
@@ -997,11 +1005,7 @@ class JobAdmin(GuardedListAdmin):
             "opts": self.model._meta,
             "job": job,
             "form": form,
-            "waiting_for": list(
-                Step.objects.using(conf.DATABASE)
-                .filter(job_id=job.pk, kind="signal", finished_at__isnull=True)
-                .values_list("name", flat=True)
-            ),
+            "waiting_for": waiting_for,
         }
         return TemplateResponse(request, "admin/django_pqjobs/job/signal.html", context)
 

@@ -26,11 +26,13 @@ RETURNING j.id, j.cancel_requested_at IS NOT NULL
 
 _WORKER_UPSERT = """
 INSERT INTO pqjobs_worker (worker_id, hostname, pid, queues, concurrency, listening,
-                           started_at, heartbeat_at)
-VALUES (%s, %s, %s, %s::jsonb, %s, %s, now(), now())
+                           started_concurrency, max_concurrency, started_at, heartbeat_at)
+VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, now(), now())
 ON CONFLICT (worker_id) DO UPDATE
 SET heartbeat_at = now(), hostname = EXCLUDED.hostname, pid = EXCLUDED.pid,
-    queues = EXCLUDED.queues, concurrency = EXCLUDED.concurrency
+    queues = EXCLUDED.queues, concurrency = EXCLUDED.concurrency,
+    started_concurrency = EXCLUDED.started_concurrency,
+    max_concurrency = EXCLUDED.max_concurrency
 """
 
 
@@ -46,6 +48,9 @@ class WorkerIdentity:
     # Whether it LISTENs at all. Its listener keeps ``pqjobs_worker.listening`` exact; a row
     # (re)inserted by a heartbeat starts from this, erring towards "notify me".
     listens: bool = False
+    # The bounds of its live concurrency (see capacity.py); None: the same as concurrency.
+    started_concurrency: int | None = None
+    max_concurrency: int | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,8 @@ def heartbeat(alias: str, worker: WorkerIdentity, fences: Sequence[Fence]) -> He
                 json.dumps(list(worker.queues) if worker.queues else None),
                 worker.concurrency,
                 worker.listens,
+                worker.started_concurrency or worker.concurrency,
+                worker.max_concurrency or worker.concurrency,
             ],
         )
         if not fences:

@@ -119,12 +119,19 @@ WHERE b.finished_at < now() - make_interval(secs => %(age)s)
 
 
 def prune(
-    alias: str, retention: dict[str, float | None], batch: int = 5000, max_batches: int = 1000
+    alias: str,
+    retention: dict[str, float | None],
+    batch: int = 5000,
+    max_batches: int = 1000,
+    dry_run: bool = False,
 ) -> dict[str, int]:
     """Delete finished jobs older than their status's retention, with their attempt history
     and dependency edges: the history partitions whose whole span is past it are dropped,
     the hot table's jobs deleted in short batches. (A shelved job is kept until its
-    partition goes: up to a span past its retention.)"""
+    partition goes: up to a span past its retention.)
+
+    ``dry_run`` (in a transaction the caller rolls back): each drop is undone at once, so
+    that its lock on the job table is not held to the end of that transaction."""
     deleted: dict[str, int] = {}
     for status in RETAINED:
         age = retention.get(status)
@@ -132,7 +139,12 @@ def prune(
         if age is None:
             continue
         try:
-            deleted[status] += history.drop_expired(alias, status, age)
+            # a savepoint inside a caller's transaction (prune_jobs --dry-run): a failed
+            # drop must not abort the rest
+            with transaction.atomic(using=alias):
+                deleted[status] += history.drop_expired(alias, status, age)
+                if dry_run:
+                    transaction.set_rollback(True, using=alias)
         except DatabaseError as exc:
             # lock_timeout (a long transaction on pqjobs_job: the next prune tries again),
             # or a role not granted pqjobs_history_drop(): the hot table is pruned anyway

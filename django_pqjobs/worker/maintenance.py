@@ -275,8 +275,8 @@ class Maintenance(threading.Thread):
             for kind, name in sorted(self.paused - now):
                 if self._serves(kind, name):
                     logger.warning("%s %s resumed", kind, printable(name))
-        elif now:
-            names = ", ".join(f"{kind} {printable(name)}" for kind, name in sorted(now))
+        elif served := sorted((kind, name) for kind, name in now if self._serves(kind, name)):
+            names = ", ".join(f"{kind} {printable(name)}" for kind, name in served)
             logger.warning("paused at start: %s", names)
         self.paused = now
 

@@ -25,7 +25,7 @@ from django.db import DatabaseError
 
 from .. import endings, transitions
 from ..conf import conf
-from ..durations import in_words, to_seconds
+from ..durations import FOREVER, in_words, to_seconds
 from ..policies import DelaySequence, make_backoff
 from ..printable import printable
 from ..registry import registry
@@ -375,11 +375,11 @@ class Recorder:
             )
         elif status == "parked":
             logger.info(
-                "job %s %s parked (%s), woken in %s or by its signal",
+                "job %s %s parked (%s), %s",
                 job.id,
                 name,
                 summary,
-                in_words(delay),
+                waking(verdict.signal, delay),
                 extra=fields,
             )
         elif status == "snoozed":
@@ -474,3 +474,13 @@ def _plain(verdict: Verdict) -> Verdict:
         delay=verdict.delay,
         summary=verdict.summary.encode("ascii", "backslashreplace").decode("ascii"),
     )
+
+
+def waking(signal: str | None, delay: float) -> str:
+    """What wakes a parked job, as its log line says it: its signal (when it waits for one)
+    and its time (unless it waits for ever)."""
+    timed = delay < FOREVER
+    if signal is None:
+        return f"woken in {in_words(delay)}" if timed else "woken when its child job ends"
+    named = f"woken by the signal {printable(signal)!r}"
+    return f"{named} or in {in_words(delay)}" if timed else f"{named} (no timeout)"

@@ -138,6 +138,8 @@ class Worker:
             self.queues,
             self.concurrency,
             listens=self.listen,
+            started_concurrency=self.started_concurrency,
+            max_concurrency=self.max_concurrency,
         )
 
         self.claimed_total = 0

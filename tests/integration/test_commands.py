@@ -277,13 +277,28 @@ def test_pause_and_resume_warn_of_a_name_nothing_declares(settings, unknown_job_
     backend = settings.TASKS["default"]
     queues = [*backend["QUEUES"], TASKS_QUEUE]
     settings.TASKS = {**settings.TASKS, "default": {**backend, "QUEUES": queues}}
-    assert warnings_of("pause_jobs", "-q", "emials", "-t", "tests.nooop") == [
-        "warning: the queue 'emials' is named by no job type, schedule, DEFAULT_QUEUE, QUEUES "
-        "or TASKS backend, and holds no job; did you mean 'emails'?",
-        "warning: the job type 'tests.nooop' is declared by no @job or @task, and no job has "
-        "it; did you mean 'tests.noop'?",
+    queue_typo = (
+        "the queue 'emials' is named by no job type, schedule, DEFAULT_QUEUE, QUEUES or TASKS "
+        "backend, and holds no job; did you mean 'emails'?"
+    )
+    type_typo = (
+        "the job type 'tests.nooop' is declared by no @job or @task, and no job has it; did "
+        "you mean 'tests.noop'?"
+    )
+    # a likely typo is refused, naming each, and nothing is paused (not even the known one)
+    with pytest.raises(CommandError) as refused:
+        call_command("pause_jobs", "-q", "emials", "-q", "default", "-t", "tests.nooop")
+    assert str(refused.value) == (
+        f"{queue_typo}; {type_typo}. Nothing was paused: pass --new to pause a name nothing "
+        "declares yet"
+    )
+    assert paused("default") == []
+    # --new pauses them all the same, with the hints as warnings
+    assert warnings_of("pause_jobs", "-q", "emials", "-t", "tests.nooop", "--new") == [
+        f"warning: {queue_typo}",
+        f"warning: {type_typo}",
     ]
-    assert {p.name for p in paused("default")} == {"emials", "tests.nooop"}  # paused all the same
+    assert {p.name for p in paused("default")} == {"emials", "tests.nooop"}
 
     # declared by @job, by a TASKS backend's QUEUES, a task's path, a type jobs exist of, a
     # queue jobs wait in
@@ -293,7 +308,7 @@ def test_pause_and_resume_warn_of_a_name_nothing_declares(settings, unknown_job_
     declared = ["-q", "default", "-q", TASKS_QUEUE, "-q", "adhoc", "-t", "tests.noop"]
     declared += ["-t", "tests.tasks_backport.tasks.add", "-t", "reports.only_in_the_workers"]
     assert warnings_of("pause_jobs", *declared) == []
-    assert warnings_of("pause_jobs", "-q", "emials", verbosity=0) == []
+    assert warnings_of("pause_jobs", "-q", "emials", "--new", verbosity=0) == []
 
     # resuming a paused name is what to do with a typo; one that was not paused gets the hint
     assert warnings_of("resume_jobs", "-q", "emials", "-t", "tests.nooop") == []

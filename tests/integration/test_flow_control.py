@@ -527,7 +527,7 @@ def test_pause_and_resume_commands():
     with pytest.raises(CommandError, match="name what to resume"):
         call_command("resume_jobs")
     out = StringIO()
-    call_command("pause_jobs", "--queue", "quiet", verbosity=0, stdout=out)
+    call_command("pause_jobs", "--queue", "quiet", "--new", verbosity=0, stdout=out)
     assert out.getvalue() == ""
 
 

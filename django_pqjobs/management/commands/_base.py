@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -79,3 +80,8 @@ class PQJobsCommand(BaseCommand):
         """Print ``warning: line`` on stderr at verbosity 1 and above."""
         if self.verbosity >= 1:
             self.stderr.write(f"warning: {line}")
+
+
+def iso(moment: datetime) -> str:
+    """A moment as every command prints it: ISO 8601 to the second, with its UTC offset."""
+    return moment.isoformat(timespec="seconds")

@@ -10,10 +10,11 @@ from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 
 from ... import operations
+from ...flow import undeclared
 from ...models import Job
 from ...printable import counted, printable
 from ._arguments import add_by, duration, positive_int, queue_name, who
-from ._base import PQJobsCommand
+from ._base import PQJobsCommand, iso
 
 # What --status selects: the dead letters, the cancelled, the expired (not started by their
 # deadline), or ready jobs whose last attempt failed and that wait for their retry.
@@ -103,6 +104,10 @@ class Command(PQJobsCommand):
         chosen = list(jobs[:limit]) if limit else list(jobs)
         verb = "retry" if options["retry"] else "cancel"
         self.summary(self._headline(total, len(chosen), status, acting, verb, options["dry_run"]))
+        if not total and options["job_type"]:
+            why = undeclared("job_type", options["job_type"], alias)
+            if why is not None:  # a likely typo: name the closest known type
+                self.warning(printable(why))
         for job in chosen:
             self.detail_or_summary(self._line(job, status), acting)
         if not acting or not chosen or options["dry_run"]:
@@ -173,11 +178,10 @@ class Command(PQJobsCommand):
     def _line(self, job: Job, status: str) -> str:
         error = (job.last_error.strip().splitlines() or [job.error_type or "-"])[-1][:160]
         when = job.finished_at if status != "retrying" else job.updated_at
-        extra = f" next try {job.run_after:%Y-%m-%d %H:%M:%S}" if status == "retrying" else ""
+        extra = f" next try {iso(job.run_after)}" if status == "retrying" else ""
         return printable(
             f"#{job.pk} {job.job_type} queue={job.queue} attempts={job.attempts}/"
-            f"{job.max_attempts} {'at ' + format(when, '%Y-%m-%d %H:%M:%S') if when else ''}"
-            f"{extra}: {error}"
+            f"{job.max_attempts} {'at ' + iso(when) if when else ''}{extra}: {error}"
         )
 
     def _act(self, alias: str, ids: list[int], status: str, retry: bool, by: str) -> int:

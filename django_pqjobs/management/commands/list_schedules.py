@@ -24,7 +24,7 @@ from ...schedules.sync import (
     sync_schedules,
     timing_of,
 )
-from ._base import PQJobsCommand
+from ._base import PQJobsCommand, iso
 
 # Schedules declared in code reach the table when a worker starts; until then, this says so.
 SYNCED_BY = "when a worker starts (or list_schedules --sync)"
@@ -116,9 +116,9 @@ class Command(PQJobsCommand):
             runs = timing.upcoming(now, count) if schedule.enabled else []
         zone = ZoneInfo(timing.timezone)
         for run in runs:
-            self.summary(f"    next: {run.astimezone(zone).isoformat()}")
+            self.summary(f"    next: {iso(run.astimezone(zone))}")
         if schedule.last_run_at is not None:
-            last = schedule.last_run_at.astimezone(zone).isoformat()
+            last = iso(schedule.last_run_at.astimezone(zone))
             self.summary(f"    last: {last} (job {schedule.last_job_id})")
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from ...flow import paused
+from ...flow import paused, undeclared
 from ...printable import printable
 from ._arguments import who
-from ._base import PQJobsCommand
+from ._base import PQJobsCommand, iso
 from ._pausing import add_targets, pause, targets, warn_if_undeclared
 
 
@@ -22,6 +22,12 @@ class Command(PQJobsCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         add_targets(parser, "pause")
+        parser.add_argument(
+            "--new",
+            action="store_true",
+            help="pause names nothing declares yet (without it, such a name is refused as a "
+            "likely typo)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         alias = self.alias(options)
@@ -31,13 +37,20 @@ class Command(PQJobsCommand):
             for item in found:
                 self.summary(
                     f"{item.kind} {printable(item.name)}: paused since "
-                    f"{item.paused_at.isoformat()}"
+                    f"{iso(item.paused_at)}"
                     + (f" by {printable(item.paused_by)}" if item.paused_by else "")
                 )
             if not found:
                 self.summary("nothing is paused")
             return
         by = who(options)
+        if not options["new"]:
+            unknown = [why for kind, name in wanted if (why := undeclared(kind, name, alias))]
+            if unknown:
+                raise CommandError(
+                    "; ".join(printable(why) for why in unknown)
+                    + ". Nothing was paused: pass --new to pause a name nothing declares yet"
+                )
         for kind, name in wanted:
             warn_if_undeclared(self, alias, kind, name)
             if pause(alias, kind, name, by):

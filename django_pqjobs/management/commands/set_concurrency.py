@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
 from ... import capacity
+from ...monitoring import group_of
 from ...printable import printable
 from ._arguments import add_by, who
-from ._base import PQJobsCommand
+from ._base import PQJobsCommand, iso
 
 
 class Command(PQJobsCommand):
@@ -51,7 +53,7 @@ class Command(PQJobsCommand):
                 who_set = f" by {printable(setting.set_by)}" if setting.set_by else ""
                 self.summary(
                     f"{printable(setting.name)}: {setting.concurrency} at once (set "
-                    f"{setting.set_at.isoformat()}{who_set})"
+                    f"{iso(setting.set_at)}{who_set})"
                 )
             if not found:
                 self.summary("no concurrency is set: every worker runs at its own")
@@ -59,14 +61,47 @@ class Command(PQJobsCommand):
         if concurrency is not None and clear:
             raise CommandError("give a concurrency or --clear, not both")
         try:
-            capacity.set_concurrency(concurrency, name=name, by=who(options), using=alias)
+            changed = capacity.set_concurrency(concurrency, name=name, by=who(options), using=alias)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         target = "every worker" if name == capacity.EVERY_WORKER else f"workers {printable(name)}"
+        if not changed:
+            self.summary(f"{target}: nothing was set, nothing to clear")
+            return
         if clear:
             self.summary(f"{target}: cleared, back to the concurrency each was started with")
         else:
-            self.summary(
-                f"{target}: {concurrency} at once, within a few seconds (each within 1 and its "
-                "--max-concurrency)"
+            self.summary(f"{target}: {concurrency} at once, within a few seconds")
+        self.report_workers(alias, name)
+
+    def report_workers(self, alias: str, name: str) -> None:
+        """Say what each live worker the setting names will run, and warn when it names
+        none or a worker's bounds change the number asked."""
+        live = capacity.effective(alias)
+        named = [w for w in live if w.covered_by(name)]
+        if not named and name == capacity.EVERY_WORKER:
+            self.summary("no worker is live: workers follow the setting as they start")
+            return
+        if not named:
+            known = sorted(
+                {w.worker_id for w in live} | {g for w in live if (g := group_of(w.worker_id))}
             )
+            close = difflib.get_close_matches(name, known, n=1)
+            self.warning(
+                printable(
+                    f"no live worker is {name!r} or in a worker group of that name"
+                    + (f" (did you mean {close[0]!r}?)" if close else "")
+                    + "; the setting is kept for workers started under that name"
+                    + (f" (live: {', '.join(known)})" if known else "")
+                )
+            )
+            return
+        for worker in named:
+            line = printable(f"worker {worker.worker_id}: runs {worker.runs} ({worker.source})")
+            order = capacity.names_of(worker.worker_id)
+            if worker.setting is not None and order.index(worker.setting) < order.index(name):
+                self.warning(f"{line}: a more specific setting applies to it")
+            elif worker.asked is not None and worker.runs != worker.asked:
+                self.warning(line)
+            else:
+                self.summary(line)

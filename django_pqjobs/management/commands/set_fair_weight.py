@@ -10,7 +10,7 @@ from ... import fairness
 from ...options import FAIR_WEIGHT_MAX
 from ...printable import printable
 from ._arguments import add_by, who
-from ._base import PQJobsCommand
+from ._base import PQJobsCommand, iso
 
 
 class Command(PQJobsCommand):
@@ -70,9 +70,7 @@ class Command(PQJobsCommand):
         found = fairness.weights(alias)
         for row in found:
             by = f" by {printable(row.set_by)}" if row.set_by else ""
-            self.summary(
-                f"{printable(row.key)}: weight {row.weight} (set {row.set_at.isoformat()}{by})"
-            )
+            self.summary(f"{printable(row.key)}: weight {row.weight} (set {iso(row.set_at)}{by})")
         if not found:
             self.summary("no weight is set: every fair key weighs 1")
         busiest = fairness.fair_keys(fairness.SHOWN_KEYS, using=alias)
