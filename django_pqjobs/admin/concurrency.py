@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from .. import capacity
 from ..conf import conf
 from ..models import ConcurrencySetting
+from . import display
 from .actions import actor
 
 
@@ -37,7 +38,8 @@ class ConcurrencyForm(forms.ModelForm):
 @admin.register(ConcurrencySetting)
 class ConcurrencySettingAdmin(admin.ModelAdmin):
     form = ConcurrencyForm
-    list_display = ["name", "concurrency", "set_by", "set_at"]
+    list_display = ["name", "concurrency", "set_by", "set_when"]
+    set_when = display.moment_column("set_at", "set at")
     ordering = ["name"]
 
     def changelist_view(

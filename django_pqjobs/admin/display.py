@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.contrib import admin
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
@@ -86,6 +88,16 @@ def moment(value: datetime | None) -> SafeString | str:
         relative(value),
         absolute(value),
     )
+
+
+def moment_column(field: str, description: str) -> Callable[[Any, Any], SafeString | str]:
+    """A list column showing the time in ``field`` as :func:`moment` does, sorted by it."""
+
+    @admin.display(description=description, ordering=field)
+    def column(model_admin: Any, obj: Any) -> SafeString | str:
+        return moment(getattr(obj, field))
+
+    return column
 
 
 def since(value: datetime | None) -> SafeString | str:

@@ -49,7 +49,8 @@ class FairWeightForm(forms.ModelForm):
 @admin.register(FairWeight)
 class FairWeightAdmin(admin.ModelAdmin):
     form = FairWeightForm
-    list_display = ["key", "weight", "set_by", "set_at"]
+    list_display = ["key", "weight", "set_by", "set_when"]
+    set_when = display.moment_column("set_at", "set at")
     ordering = ["key"]
     search_fields = ["=key"]
     change_list_template = "admin/django_pqjobs/fairweight/change_list.html"

@@ -178,3 +178,14 @@ def test_the_send_signal_form_is_filled_with_the_awaited_signal():
     admin = make_user("ops", "view_concurrencysetting", "view_job", "change_job")
     form = admin.get(f"/admin/django_pqjobs/job/{job_id}/signal/").content.decode()
     assert 'name="name" value="confirmed"' in form
+
+
+def test_the_settings_lists_show_times_in_the_console_s_one_format():
+    capacity.set_concurrency(3, name="web")
+    from django_pqjobs import fairness
+
+    fairness.set_fair_weight("tenant:1", 4)
+    admin = make_user("ops", "view_concurrencysetting", "view_fairweight")
+    for url in ("/admin/django_pqjobs/concurrencysetting/", "/admin/django_pqjobs/fairweight/"):
+        page = admin.get(url).content.decode()
+        assert " UTC</time>" in page and "a.m." not in page and "p.m." not in page, url
