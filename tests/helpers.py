@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -141,25 +142,66 @@ def run_jobs(*args: str, **env: str) -> Iterator[WorkerProcess]:
         worker.stop()
 
 
-# A fenced block (its language and its text), and the marker a test's block has just above.
-_FENCED_BLOCK = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
-_TESTED_MARKER = re.compile(r"<!-- tested: (\S+) .*-->\n\Z")
+# A fenced block (its language and its text), and the marker a block has just above:
+# <!-- tested: <tag> (<the test>) --> a test runs it; <!-- not run: <reason> --> nothing does.
+# (A block in a list item is indented: its fences and its lines by the same amount.)
+_FENCED_BLOCK = re.compile(r"^( *)```(\w*)\n(.*?)^\1```$", re.MULTILINE | re.DOTALL)
+_MARKER = re.compile(r"<!-- (tested|not run): (.*?) ?-->\n\Z")
+
+
+@dataclass(frozen=True)
+class DocBlock:
+    """A fenced code block of the documentation, as a reader sees it."""
+
+    path: str  # relative to the repository's root
+    line: int  # of its opening fence
+    language: str  # "" when the fence names none
+    mark: str | None  # "tested", "not run" or None
+    note: str  # the tag of a tested block (its first word), the reason of a block not run
+    code: str
+
+    @property
+    def tag(self) -> str | None:
+        return self.note.split()[0] if self.mark == "tested" and self.note else None
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line} ({self.language or 'no language'})"
+
+
+def doc_blocks(path: str) -> list[DocBlock]:
+    """Every fenced block of the Markdown file ``path`` (relative to the repository), in
+    order, with the marker line just above it. The one extractor of documentation blocks:
+    tests run the code the documentation shows, so the two cannot drift apart."""
+    text = (ROOT / path).read_text()
+    blocks = []
+    for block in _FENCED_BLOCK.finditer(text):
+        above = text[: block.start()].rsplit("\n", 2)[-2:]
+        marker = _MARKER.search("\n".join(above))
+        blocks.append(
+            DocBlock(
+                path=path,
+                line=text.count("\n", 0, block.start()) + 1,
+                language=block.group(2),
+                mark=marker.group(1) if marker else None,
+                note=marker.group(2).strip() if marker else "",
+                code=re.sub(f"(?m)^{block.group(1)}", "", block.group(3)),
+            )
+        )
+    return blocks
+
+
+def documented_files() -> list[str]:
+    """The Markdown files doc_blocks() covers: README.md and every page under docs/."""
+    pages = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
+    return ["README.md", *pages]
 
 
 def documented_blocks(doc: str, language: str) -> list[tuple[str | None, str]]:
     """Every ```<language> block of ``docs/<doc>``, in order, with the tag of the
-    ``<!-- tested: <tag> (...) -->`` line just above it (None for a block without one).
-
-    Tests run the code the documentation shows, so the two cannot drift apart.
-    """
-    text = (ROOT / "docs" / doc).read_text()
-    blocks = []
-    for block in _FENCED_BLOCK.finditer(text):
-        if block.group(1) == language:
-            above = text[: block.start()].rsplit("\n", 2)[-2:]
-            marker = _TESTED_MARKER.search("\n".join(above))
-            blocks.append((marker.group(1) if marker else None, block.group(2)))
-    return blocks
+    ``<!-- tested: <tag> (...) -->`` line just above it (None for a block without one)."""
+    return [
+        (block.tag, block.code) for block in doc_blocks(f"docs/{doc}") if block.language == language
+    ]
 
 
 def documented_block(doc: str, tag: str, language: str) -> str:

@@ -1,190 +1,256 @@
-"""docs/quickstart.md as a newcomer follows it: every snippet runs as written there.
+"""docs/quickstart.md as a newcomer follows it, from an empty directory to a first job done.
 
-A project made by ``startproject``, with an app ``shop`` whose ``Order`` model the quickstart
-assumes, gets the quickstart's settings, ``jobs.py``, view and ``wsgi.py`` lines; its
-``migrate``, ``check`` and ``run_jobs`` commands run as the doc writes them, on a database of
-their own; its shell snippets run in that project. Only the database's address and the mail
-backend are the test's, appended after the doc's settings.
+The test does what the page says and nothing else, in its order: each block marked
+``<!-- tested: quickstart-<step> ... -->`` is one step:
+
+- ``quickstart-run``: a bash block, run line by line in the project's directory;
+- ``quickstart-file``: a Python block whose first line names a file (``# shop/jobs.py``),
+  written to it; ``# <file>, at the end`` appends to it;
+- ``quickstart-background``: a command left running (``run_jobs``, ``runserver``); started
+  again, it is stopped (SIGTERM, as the page says) and restarted; every one is stopped at the
+  end, and each is bounded in time;
+- ``quickstart-shell``: what the reader types in ``python manage.py shell``.
+
+The test's own inputs are the environment a reader's machine has: the virtualenv's ``bin``
+first on PATH, PostgreSQL's ``PG*`` variables (a database name of the test's own, dropped at
+the end), the ``DJANGO_SUPERUSER_*`` variables that answer ``createsuperuser`` (run with
+``--noinput``: a test has no terminal), and a free port in place of 8000. Then it checks what
+the page promises: the receipts were mailed (the console backend, in the worker's output),
+the jobs are done or failed as described, and the admin console lists them to the superuser.
 """
 
 from __future__ import annotations
 
-import json
+import http.cookiejar
 import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from pathlib import Path
 
 import psycopg
 import pytest
-from django.core.management import call_command
 from django.db import connection
 
-from tests.helpers import documented_block, documented_blocks
+from tests.helpers import doc_blocks
 
 pytestmark = pytest.mark.slow
 
-DOC = "quickstart.md"
-
-# The reader's own app, which the quickstart takes as given.
-ORDER_MODEL = """\
-from django.db import models
-
-
-class Order(models.Model):
-    email = models.EmailField()
-    receipt_sent_at = models.DateTimeField(null=True, blank=True)
-"""
-
-# What the reader types in `python manage.py shell` (and a view called as a request would),
-# after `run_jobs` started. Prints what the test checks.
-SHELL = """\
-import json
-import pathlib
-import sys
-import threading
-import time
-
-import mysite.wsgi
-from django.test import RequestFactory
-
-from django_pqjobs.models import Job
-from shop.views import place_order
-
-snippets = json.loads(pathlib.Path(sys.argv[1]).read_text())
-placed = place_order(RequestFactory().post("/orders/", {"email": "bob@example.com"}))
-shell = {}
-exec(snippets["quickstart-enqueue"], shell)
-exec(snippets["quickstart-failing-enqueue"], shell)
-deadline = time.monotonic() + 60
-while Job.objects.filter(status__in=["ready", "running"]).exists():
-    assert time.monotonic() < deadline, list(Job.objects.values("job_type", "status"))
-    time.sleep(0.2)
-exec(snippets["quickstart-inspect"], shell)
-print(json.dumps({
-    "placed": placed.status_code,
-    "embedded": [t.name for t in threading.enumerate() if t.name.startswith("pqjobs")],
-    "inspected": [shell["job"].pk, shell["job"].status, shell["job"].result],
-    "job_id": shell["job_id"],
-    "failing_id": shell["failing_id"],
-    "failed": list(shell["Job"].objects.failed().values_list("pk", "attempts")),
-    "jobs": list(Job.objects.order_by("pk").values_list("job_type", "queue", "status")),
-}))
-"""
+DOC = "docs/quickstart.md"
+STEP = re.compile(r"quickstart-(run|file|shell|background)")
+SUPERUSER = {"USERNAME": "admin", "EMAIL": "admin@example.com", "PASSWORD": "a-long-passw0rd"}
+PROCESS_LIMIT = 120  # seconds any one step, or a background process, may take
 
 
-def commands(block: str) -> list[list[str]]:
-    """The command lines of a bash block, with this test's Python for ``python``."""
-    lines = [shlex.split(line, comments=True) for line in block.splitlines()]
-    assert all(line[0] == "python" for line in lines if line), block
-    return [[sys.executable, *line[1:]] for line in lines if line]
+def steps() -> list[tuple[str, str]]:
+    """The page's steps, in order: (kind, code)."""
+    found = []
+    for block in doc_blocks(DOC):
+        if block.mark == "tested":
+            step = STEP.fullmatch(block.tag or "")
+            assert step, f"{block}: unknown step {block.tag!r}"
+            found.append((step.group(1), block.code))
+        else:
+            assert block.mark == "not run", f"{block} is neither a step nor marked not run"
+    return found
 
 
-def test_every_python_snippet_of_the_quickstart_is_tested():
-    untested = [code for tag, code in documented_blocks(DOC, "python") if tag is None]
-    assert untested == []
+def page_code() -> str:
+    return "".join(block.code for block in doc_blocks(DOC))
 
 
-def test_the_quickstart_runs_as_written(tmp_path, empty_database):
-    snippets = {tag: code for tag, code in documented_blocks(DOC, "python")}
-    snippets_file = tmp_path / "snippets.json"
-    snippets_file.write_text(json.dumps(snippets))
-    project = tmp_path / "mysite"
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Background:
+    """The commands a reader leaves running in terminals of their own."""
+
+    def __init__(self, cwd: Path, env: dict[str, str], logs: Path) -> None:
+        self.cwd, self.env, self.logs = cwd, env, logs
+        self.running: dict[str, subprocess.Popen[bytes]] = {}
+        self.started: list[tuple[str, Path]] = []
+
+    def start(self, line: str) -> None:
+        self.stop(line)  # "Ctrl-C, then start it again"
+        log = self.logs / f"background-{len(self.started)}.log"
+        self.started.append((line, log))
+        with log.open("wb") as out:
+            self.running[line] = subprocess.Popen(
+                ["bash", "-c", f"exec {line}"],
+                cwd=self.cwd,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def stop(self, line: str) -> None:
+        process = self.running.pop(line, None)
+        if process is None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise AssertionError(f"{line!r} did not stop on SIGTERM") from None
+
+    def stop_all(self) -> None:
+        for line in list(self.running):
+            self.stop(line)
+
+    def output(self, command: str) -> str:
+        return "".join(log.read_text() for line, log in self.started if command in line)
+
+
+def wait_for_port(port: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        assert time.monotonic() < deadline, f"nothing listens on port {port}"
+        time.sleep(0.2)
+
+
+def test_every_block_of_the_quickstart_is_a_step_or_says_why_not():
+    kinds = [kind for kind, _ in steps()]
+    assert kinds.count("run") >= 3 and "background" in kinds and "shell" in kinds
+
+
+def test_the_quickstart_runs_as_written(tmp_path):
+    project = tmp_path / "project"
     project.mkdir()
-    call_command("startproject", "mysite", str(project), verbosity=0)
-    (project / "shop" / "migrations").mkdir(parents=True)
-    for name in ("shop/__init__.py", "shop/migrations/__init__.py"):
-        (project / name).touch()
-    (project / "shop" / "models.py").write_text(ORDER_MODEL)
-    (project / "shop" / "jobs.py").write_text(
-        snippets["quickstart-jobs"] + "\n\n" + snippets["quickstart-failing-job"]
-    )
-    (project / "shop" / "views.py").write_text(snippets["quickstart-view"])
-    with (project / "mysite" / "wsgi.py").open("a") as wsgi:
-        wsgi.write("\n" + snippets["quickstart-wsgi"])
-    database = connection.settings_dict
-    mail = tmp_path / "mail"
-    settings_file = project / "mysite" / "settings.py"
-    backend = "django.core.mail.backends.filebased.EmailBackend"
-    if "MAILERS" in settings_file.read_text():  # Django 6.1's startproject configures mail so
-        mail_settings = (
-            f"MAILERS = {{'default': {{'BACKEND': {backend!r}, "
-            f"'OPTIONS': {{'file_path': {str(mail)!r}}}}}}}\n"
-        )
-    else:
-        mail_settings = f"EMAIL_BACKEND = {backend!r}\nEMAIL_FILE_PATH = {str(mail)!r}\n"
-    with settings_file.open("a") as settings:
-        settings.write(
-            '\nINSTALLED_APPS += ["shop"]\n'
-            + snippets["quickstart-settings"]
-            + snippets["quickstart-dev-settings"]
-            + "# the test's database and mail instead of the reader's\n"
-            + f"DATABASES['default'].update(NAME={empty_database!r}, "
-            + f"USER={database['USER']!r}, PASSWORD={database['PASSWORD']!r}, "
-            + f"HOST={database['HOST']!r}, PORT={database['PORT']!r})\n"
-            + mail_settings
-        )
+    port = free_port()
+    database = f"pqjobs_quickstart_{uuid.uuid4().hex[:8]}"
+    params = connection.settings_dict
     env = {
-        **{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
-        "WORKER_ENABLED": "true",
+        **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PG", "DATABASE"))},
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PGDATABASE": database,
+        "PGHOST": str(params["HOST"] or "127.0.0.1"),
+        "PGPORT": str(params["PORT"] or 5432),
+        "PGUSER": str(params["USER"]),
+        **({"PGPASSWORD": str(params["PASSWORD"])} if params["PASSWORD"] else {}),
+        **{f"DJANGO_SUPERUSER_{key}": value for key, value in SUPERUSER.items()},
     }
+    env.pop("WORKER_ENABLED", None)
+    background = Background(project, env, tmp_path)
 
-    def run(command: list[str], **extra: str) -> subprocess.CompletedProcess[str]:
+    def run(line: str) -> str:
+        if line.startswith("python manage.py createsuperuser"):
+            line += " --noinput"  # the DJANGO_SUPERUSER_* variables answer its questions
         done = subprocess.run(
-            command, cwd=project, env={**env, **extra}, capture_output=True, text=True, timeout=120
+            ["bash", "-c", line],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=PROCESS_LIMIT,
         )
-        assert done.returncode == 0, f"{shlex.join(command)}:\n{done.stdout}{done.stderr}"
-        return done
+        assert done.returncode == 0, f"{line}:\n{done.stdout}{done.stderr}"
+        return done.stdout
 
-    run([sys.executable, "manage.py", "makemigrations", "shop", "-v", "0"])  # the reader's app
-    migrate_block = documented_block(DOC, "quickstart-migrate", "bash")
-    for command in commands(migrate_block):
-        run(command)
-
-    # the number of tables the doc says migrate creates (a partition is part of its table)
-    [stated] = re.findall(r"creates the job queue's (\d+) tables", migrate_block)
-    with psycopg.connect(**_params(empty_database), autocommit=True) as conn:
-        tables = conn.execute(
-            "SELECT count(*) FROM pg_class WHERE relkind IN ('r', 'p') AND NOT relispartition "
-            "AND relname LIKE 'pqjobs\\_%'"
-        ).fetchone()
-    assert tables == (int(stated),)
-
-    [worker_command] = commands(documented_block(DOC, "quickstart-worker", "bash"))
-    worker = subprocess.Popen(
-        worker_command,
-        cwd=project,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
     try:
-        # the shell's process is not a worker: its wsgi.py starts none with WORKER_ENABLED=false
-        shell = run([sys.executable, "-c", SHELL, str(snippets_file)], WORKER_ENABLED="false")
+        for kind, code in steps():
+            code = code.replace("8000", str(port))
+            if kind == "run":
+                for line in code.splitlines():
+                    if line.strip() and not line.startswith("#"):
+                        if "curl" in line:
+                            wait_for_port(port)
+                        run(line)
+            elif kind == "background":
+                [line] = [line for line in code.splitlines() if line.strip()]
+                background.start(line)
+            elif kind == "shell":
+                run(f"python manage.py shell -c {shlex.quote(code)}")
+            else:
+                first, _, body = code.partition("\n")
+                name, at_the_end = re.fullmatch(r"# (\S+?)(, at the end.*)?", first).groups()
+                with (project / name).open("a" if at_the_end else "w") as file:
+                    file.write(("\n" + body) if at_the_end else code)
+
+        with psycopg.connect(_conninfo(env), autocommit=True) as conn:
+            deadline = time.monotonic() + 60
+            while conn.execute(
+                "SELECT count(*) FROM pqjobs_job WHERE status NOT IN ('done', 'failed')"
+            ).fetchone() != (0,):
+                assert time.monotonic() < deadline, background.output("run_jobs")
+                time.sleep(0.3)
+            # the number of tables the page says migrate creates (a partition is part of its
+            # table; Django's own tables are not the queue's)
+            [stated] = re.findall(r"creates the job queue's (\d+) tables", page_code())
+            tables = conn.execute(
+                "SELECT count(*) FROM pg_class WHERE relkind IN ('r', 'p') AND NOT relispartition"
+                " AND relname LIKE 'pqjobs\\_%'"
+            ).fetchone()
+            assert tables == (int(stated),)
+            jobs = conn.execute(
+                "SELECT job_type, queue, status, attempts FROM pqjobs_job ORDER BY id"
+            ).fetchall()
+            orders = conn.execute(
+                "SELECT email, receipt_sent_at IS NOT NULL FROM shop_order ORDER BY id"
+            ).fetchall()
+        assert jobs == [
+            ("send_receipt", "emails", "done", 1),  # the order placed with curl
+            ("send_receipt", "emails", "done", 1),  # the shell's
+            ("always_fails", "default", "failed", 2),
+        ]
+        assert orders == [("ada@example.com", True), ("bob@example.com", True)]
+        console = background.output("run_jobs")
+        assert console.count("Subject: Your receipt") == 2, console
+        assert "To: ada@example.com" in console and "To: bob@example.com" in console
+
+        # the admin console, as the page says: the superuser logs in and sees the jobs (the
+        # development server may be restarting: it reloads when a file it imported changes)
+        time.sleep(2)
+        wait_for_port(port)
+        job_list = _admin_page(port, "/admin/django_pqjobs/job/")
+        assert job_list.count("send_receipt") >= 2 and "always_fails" in job_list
     finally:
-        worker.send_signal(signal.SIGTERM)  # "Stop it with SIGTERM or Ctrl-C"
-        output, _ = worker.communicate(timeout=30)
-    assert worker.returncode == 0, output
-
-    seen = json.loads(shell.stdout)
-    assert seen["placed"] == 201
-    assert seen["embedded"] == []
-    assert seen["inspected"] == [seen["job_id"], "done", {"to": "ada@example.com"}]
-    assert seen["failed"] == [[seen["failing_id"], 2]]
-    assert seen["jobs"] == [
-        ["send_receipt", "emails", "done"],  # the view's, on commit
-        ["send_receipt", "emails", "done"],  # the shell's
-        ["always_fails", "default", "failed"],
-    ]
-    sent = "".join(path.read_text() for path in mail.iterdir())
-    assert sent.count("Subject: Your receipt") == 2
-    assert "To: bob@example.com" in sent and "To: ada@example.com" in sent
+        background.stop_all()
+        with psycopg.connect(_conninfo({**env, "PGDATABASE": "postgres"}), autocommit=True) as c:
+            c.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
 
 
-def _params(name: str) -> dict[str, object]:
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
-    return {**params, "dbname": name}
+def _conninfo(env: dict[str, str]) -> str:
+    keys = {"PGDATABASE": "dbname", "PGHOST": "host", "PGPORT": "port", "PGUSER": "user"}
+    keys["PGPASSWORD"] = "password"
+    return psycopg.conninfo.make_conninfo(**{keys[k]: v for k, v in env.items() if k in keys})
+
+
+def _admin_page(port: int, path: str) -> str:
+    """``path`` of the admin, read as the superuser after logging in with the login form."""
+    base = f"http://127.0.0.1:{port}"
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPCookieProcessor(jar)
+    )
+    opener.open(f"{base}/admin/login/", timeout=30).read()
+    token = next(cookie.value for cookie in jar if cookie.name == "csrftoken")
+    form = {
+        "csrfmiddlewaretoken": token,
+        "username": SUPERUSER["USERNAME"],
+        "password": SUPERUSER["PASSWORD"],
+        "next": path,
+    }
+    request = urllib.request.Request(
+        f"{base}/admin/login/?next={urllib.parse.quote(path)}",
+        data=urllib.parse.urlencode(form).encode(),
+        headers={"Referer": f"{base}/admin/login/"},
+    )
+    with opener.open(request, timeout=30) as response:
+        assert urllib.parse.urlsplit(response.url).path == path, f"login failed: {response.url}"
+        return response.read().decode()
