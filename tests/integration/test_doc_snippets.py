@@ -162,7 +162,7 @@ SELF_CONTAINED = [block for block in unmarked("python") if self_contained(ast.pa
 # Run in a process of its own (the blocks declare job types: they must not join the test
 # process's registry): each block in a transaction rolled back, its PQJOBS through the checks.
 RUNNER = """
-import json, sys, traceback
+import json, sys, traceback, types
 import django
 django.setup()
 from django.conf import settings
@@ -181,9 +181,11 @@ def pqjobs_errors():
 
 baseline = pqjobs_errors()
 failures = {}
-for name, code in json.loads(sys.stdin.read()).items():
+for number, (name, code) in enumerate(json.loads(sys.stdin.read()).items()):
     try:
-        namespace = {"__name__": "docs_block"}
+        # a module, as the reader's jobs.py or tasks.py is (a task is found by its path)
+        module = sys.modules[f"docs_block_{number}"] = types.ModuleType(f"docs_block_{number}")
+        namespace = module.__dict__
         with override_settings(PQJOBS=ours), transaction.atomic():
             exec(compile(code, name, "exec"), namespace)
             transaction.set_rollback(True)
