@@ -98,7 +98,7 @@ class Background:
         process = self.running.pop(line, None)
         if process is None:
             return
-        process.send_signal(signal.SIGTERM)
+        os.killpg(process.pid, signal.SIGTERM)  # its terminal's group: runserver's reloader too
         try:
             process.wait(timeout=40)
         except subprocess.TimeoutExpired:
