@@ -30,9 +30,10 @@ from ..harness import (
     raw_connection,
     reset_tables,
     sql,
+    wait_until,
     worker_process,
 )
-from ..notify_floor import CLAIM, CREATE, ENQUEUE, TABLE
+from ..notify_floor import CHANNEL, CLAIM, CREATE, ENQUEUE, TABLE
 
 SPACING = 0.02
 IDLE = 4  # s: the worker's idle poll at its longest before the first job
@@ -46,6 +47,11 @@ def _worker_round(count: int, probe: str | None = None) -> tuple[list[float], li
     env = {"PQJOBS_PROBE_FILE": probe} if probe else None
     launcher = "benchmarks.probed" if probe else "django"
     with worker_process("--concurrency", "4", env=env, launcher=launcher):
+        # (a loaded machine may take seconds to start it)
+        if not wait_until(
+            lambda: sql("SELECT count(*) FROM pqjobs_worker WHERE listening")[0][0], 120
+        ):
+            raise RuntimeError("the worker did not start listening within 120 s")
         time.sleep(IDLE)
         for _ in range(count):
             job_id = enqueue_job("tests.started_at")
@@ -95,6 +101,9 @@ def _floor_round(count: int) -> tuple[list[float], list[dict]]:
     process = subprocess.Popen(command, cwd=ROOT, env=dict(os.environ))
     returned: list[float] = []
     try:
+        listening = f"SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN {CHANNEL}'"
+        if not wait_until(lambda: sql(listening)[0][0], 120):
+            raise RuntimeError("the floor did not start listening within 120 s")
         time.sleep(IDLE)
         with raw_connection() as conn:
             for _ in range(count):
