@@ -143,6 +143,12 @@ def _processes() -> dict[int, tuple[int, int, int]]:
     return found
 
 
+def backend_cpu_seconds(pid: int) -> float:
+    """CPU seconds server process ``pid`` (``pg_backend_pid()``) has used so far."""
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
 def server_cpu_seconds() -> float:
     """CPU seconds the PostgreSQL server on this machine has used so far: its postmaster's
     own and those of its children gone (reaped into its counts), plus each living child's.

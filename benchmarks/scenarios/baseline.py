@@ -1,4 +1,8 @@
-"""The database's own limit: a minimal SQL claim/complete loop on the same table design."""
+"""The database's own limit: a minimal SQL claim/complete loop on the same table design.
+
+Two claims: the worker's own (``pqjobs_claim()``), and a raw ``UPDATE ... FOR UPDATE SKIP
+LOCKED ... RETURNING`` on the same table (the loop issue 42 measures the drain against).
+"""
 
 from __future__ import annotations
 
@@ -14,10 +18,20 @@ COMPLETE = (
 )
 
 
-def drain_with_sql(jobs: int, threads: int, batch: int) -> float:
+RAW_CLAIM = (
+    "UPDATE pqjobs_job SET status = 'running', attempts = attempts + 1, locked_at = now(), "
+    "locked_by = %(worker)s, heartbeat_at = now(), updated_at = now() "
+    "WHERE shelf = 'hot' AND id IN (SELECT id FROM pqjobs_job WHERE shelf = 'hot' "
+    "AND status = 'ready' AND run_after <= now() ORDER BY priority DESC, run_after, id "
+    "LIMIT %(limit)s FOR UPDATE SKIP LOCKED) RETURNING id"
+)
+
+
+def drain_with_sql(jobs: int, threads: int, batch: int, raw: bool = False) -> float:
     reset_tables()
     enqueue_many("tests.noop", [{}] * jobs)
-    claim = "SELECT * FROM pqjobs_claim(%(worker)s, %(limit)s)"  # what the worker calls
+    # what the worker calls, or the raw loop's UPDATE
+    claim = RAW_CLAIM if raw else "SELECT * FROM pqjobs_claim(%(worker)s, %(limit)s)"
 
     def loop(n: int) -> None:
         with raw_connection() as conn:
@@ -45,4 +59,8 @@ def run(quick: bool) -> list[Result]:
         results.append(
             Result(f"baseline: SQL loop, 4 threads, batch {batch}", rate, "jobs/s", "-", None)
         )
+    rate = drain_with_sql(jobs, 4, 100, raw=True)
+    results.append(
+        Result("baseline: raw UPDATE loop, 4 threads, batch 100", rate, "jobs/s", "-", None)
+    )
     return results
