@@ -5,7 +5,8 @@ The package's docstrings name other objects the Sphinx way, ``:func:`drain``` or
 This turns each into a cross-reference of mkdocs-autorefs: resolved from the object's
 scope (a bare ``drain`` in ``django_pqjobs.testing`` is ``django_pqjobs.testing.drain``),
 a link when the site documents the target, plain code when it does not (an internal
-helper). ``~`` shows the last part of the name only, as in Sphinx.
+helper). ``~`` shows the last part of the name only, as in Sphinx. A paragraph that ends in
+``::`` before an indented literal block ends in ``:``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import griffe
 
 ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|mod|data|exc|obj|const):`(~?)([^`<>]+)`")
+LITERAL = re.compile(r"(\s)?::(?=\n[ \t]*\n)")
 
 
 def full_path(obj: griffe.Object, target: str) -> str:
@@ -55,4 +57,6 @@ class RstRoles(griffe.Extension):
                 f"<code>{html.escape(shown)}</code></autoref>"
             )
 
-        obj.docstring.value = ROLE.sub(reference, obj.docstring.value)
+        value = ROLE.sub(reference, obj.docstring.value)
+        # "as follows::" before an indented literal block reads "as follows:" (Sphinx's rule).
+        obj.docstring.value = LITERAL.sub(lambda match: "" if match[1] else ":", value)
