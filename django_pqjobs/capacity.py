@@ -45,6 +45,13 @@ def max_concurrency(concurrency: int, most: int | None, what: str = "max_concurr
     return value
 
 
+def bounded(wanted: int | None, started: int, most: int | None) -> int:
+    """What a worker started at ``started`` with ``--max-concurrency`` ``most`` (None: no
+    bound known) runs when ``wanted`` is set (None: nothing is): at least 1, at most ``most``."""
+    value = started if wanted is None else wanted
+    return max(1, value if most is None else min(value, most))
+
+
 def names_of(worker_id: str) -> list[str]:
     """The rows that may set a worker's concurrency, the most specific first."""
     group = monitoring.group_of(worker_id)
@@ -159,10 +166,7 @@ def effective(using: str | None = None) -> list[WorkerConcurrency]:
         asked = None if setting is None else int(found[setting])
         started = worker.started_concurrency
         most = worker.max_concurrency
-        if asked is None:
-            runs = started if started is not None else worker.concurrency
-        else:
-            runs = max(1, asked if most is None else min(asked, most))
+        runs = bounded(asked, worker.concurrency if started is None else started, most)
         result.append(
             WorkerConcurrency(
                 worker.worker_id, worker.concurrency, runs, setting, asked, started, most

@@ -8,7 +8,6 @@ the worker table and the indexes of the waiting jobs.
 
 from __future__ import annotations
 
-import difflib
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -99,12 +98,8 @@ def check_worker(
         found = sorted((w for w in rows if w.hostname == host), key=lambda w: w.started_at)
         where = f"a worker on host {host}"
     if not found and worker_id is not None:
-        known = sorted(
-            {w.worker_id for w in rows}
-            | {g for w in rows if (g := monitoring.group_of(w.worker_id))}
-        )
-        close = difflib.get_close_matches(worker_id, known, n=1)
-        where += f" (did you mean {close[0]}?)" if close else ""
+        close = monitoring.closest_worker_name(worker_id, (w.worker_id for w in rows))
+        where += f" (did you mean {close}?)" if close else ""
     if not found:
         return Health(NO_WORKER, f"no worker: found no record of {where}")
     worker = found[-1]

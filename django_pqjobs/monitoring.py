@@ -10,6 +10,7 @@ statement timeout bounds each read.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -336,6 +337,19 @@ def group_of(worker_id: str) -> str | None:
     ``run_jobs --processes N --worker-id <group>`` names its processes (else None)."""
     prefix, _, number = worker_id.rpartition("-")
     return prefix if prefix and number.isdigit() else None
+
+
+def worker_names(worker_ids: Iterable[str]) -> list[str]:
+    """These worker ids and the worker groups they belong to, sorted."""
+    ids = set(worker_ids)
+    return sorted(ids | {group for worker_id in ids if (group := group_of(worker_id))})
+
+
+def closest_worker_name(name: str, worker_ids: Iterable[str]) -> str | None:
+    """The worker id or worker group of ``worker_ids`` closest to ``name`` (a likely typo of
+    it), or None when none is close."""
+    close = difflib.get_close_matches(name, worker_names(worker_ids), n=1)
+    return close[0] if close else None
 
 
 def live_after() -> float:

@@ -555,8 +555,7 @@ class Worker:
         """Run ``wanted`` jobs at once from now on (None: the concurrency it was started
         with), within 1 and ``max_concurrency``. Jobs running beyond a lowered concurrency
         finish; the claims wait until fewer run."""
-        value = self.started_concurrency if wanted is None else wanted
-        value = max(1, min(value, self.max_concurrency))
+        value = capacity.bounded(wanted, self.started_concurrency, self.max_concurrency)
         if value == self.concurrency:
             return
         logger.info(

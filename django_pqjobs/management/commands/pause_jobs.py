@@ -10,7 +10,7 @@ from ...flow import paused, undeclared
 from ...printable import printable
 from ._arguments import who
 from ._base import PQJobsCommand, iso
-from ._pausing import add_targets, pause, targets, warn_if_undeclared
+from ._pausing import add_targets, pause, targets
 
 
 class Command(PQJobsCommand):
@@ -44,15 +44,17 @@ class Command(PQJobsCommand):
                 self.summary("nothing is paused")
             return
         by = who(options)
-        if not options["new"]:
-            unknown = [why for kind, name in wanted if (why := undeclared(kind, name, alias))]
-            if unknown:
-                raise CommandError(
-                    "; ".join(printable(why) for why in unknown)
-                    + ". Nothing was paused: pass --new to pause a name nothing declares yet"
-                )
+        unknown = {
+            (kind, name): why for kind, name in wanted if (why := undeclared(kind, name, alias))
+        }
+        if unknown and not options["new"]:
+            raise CommandError(
+                "; ".join(printable(why) for why in unknown.values())
+                + ". Nothing was paused: pass --new to pause a name nothing declares yet"
+            )
         for kind, name in wanted:
-            warn_if_undeclared(self, alias, kind, name)
+            if (kind, name) in unknown:
+                self.warning(printable(unknown[kind, name]))
             if pause(alias, kind, name, by):
                 self.summary(f"{kind} {printable(name)} paused")
             else:

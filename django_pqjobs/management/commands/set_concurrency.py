@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from ... import capacity
-from ...monitoring import group_of
+from ... import capacity, monitoring
 from ...printable import printable
 from ._arguments import add_by, who
 from ._base import PQJobsCommand, iso
@@ -83,16 +81,15 @@ class Command(PQJobsCommand):
             self.summary("no worker is live: workers follow the setting as they start")
             return
         if not named:
-            known = sorted(
-                {w.worker_id for w in live} | {g for w in live if (g := group_of(w.worker_id))}
-            )
-            close = difflib.get_close_matches(name, known, n=1)
+            ids = [w.worker_id for w in live]
+            close = monitoring.closest_worker_name(name, ids)
+            shown = ", ".join(monitoring.worker_names(ids))
             self.warning(
                 printable(
                     f"no live worker is {name!r} or in a worker group of that name"
-                    + (f" (did you mean {close[0]!r}?)" if close else "")
+                    + (f" (did you mean {close!r}?)" if close else "")
                     + "; the setting is kept for workers started under that name"
-                    + (f" (live: {', '.join(known)})" if known else "")
+                    + (f" (live: {shown})" if shown else "")
                 )
             )
             return
