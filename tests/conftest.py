@@ -68,3 +68,14 @@ def worker_factory() -> Iterator[Callable[..., Any]]:
     for worker, thread in started:
         thread.join(timeout=worker.shutdown_timeout + 10)
         assert not thread.is_alive(), f"worker {worker.worker_id} did not stop"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the modules that hold a ``slow`` test first, each module's tests kept together.
+
+    pytest-xdist hands tests out in collection order, so a module of long tests collected
+    last keeps one process busy after the others have finished; started first, its tests
+    overlap with the many short ones. Modules stay whole so that their module-scoped
+    fixtures (a million jobs in the admin's scale test) are set up once per process."""
+    slow_modules = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_modules)

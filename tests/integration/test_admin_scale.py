@@ -304,6 +304,7 @@ def pages(base: int) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_every_admin_page_stays_fast_on_a_million_jobs(base, admin_client, capsys, monkeypatch):
     monkeypatch.setattr(JobAdmin, "list_statement_timeout", HOSTILE_TIMEOUT)
     client = admin_client

@@ -78,6 +78,7 @@ def other_sessions() -> int:
         return int(cursor.fetchone()[0])
 
 
+@pytest.mark.slow
 def test_crash_in_the_middle_of_batches_loses_nothing():
     """kill -9 while jobs are prefetched and completions are pending; a second worker
     rescues everything the first held and every job ends done exactly once."""

@@ -361,6 +361,7 @@ def test_a_worker_of_a_project_with_only_tasks_says_it_runs_them():
     )
 
 
+@pytest.mark.slow
 def test_a_burst_worker_says_what_it_left_behind():
     with run_jobs("--burst") as worker:
         assert worker.wait(30) == 0

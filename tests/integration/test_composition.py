@@ -222,6 +222,7 @@ def test_a_diamond_runs_in_dependency_order_and_reads_its_dependencies_results()
     assert bottom.result[str(ids["left"])]["echo"] == {"part": "left"}
 
 
+@pytest.mark.slow
 def test_a_fan_in_of_a_thousand_into_one() -> None:
     ids = enqueue_many("tests.noop", [{}] * 1000)
     last = enqueue_job("tests.noop", depends_on=ids)

@@ -41,6 +41,7 @@ BATCHES = 200
 MEMBERS = 4
 
 
+@pytest.mark.slow
 def test_four_workers_finishing_the_last_members_of_200_batches_fire_each_callback_once():
     # Members become due together once the four workers are up, in an order that
     # interleaves the batches (every batch's first member, then every second one...), and
@@ -79,6 +80,7 @@ def test_four_workers_finishing_the_last_members_of_200_batches_fire_each_callba
     assert Effect.objects.filter(key__startswith="callback:").count() == 2 * BATCHES
 
 
+@pytest.mark.slow
 def test_a_dependency_whose_worker_is_killed_is_rescued_and_its_dependent_then_runs():
     slow = enqueue_job("tests.sleep", {"seconds": 30, "report_start": True})
     dependent = enqueue_job("tests.noop", depends_on=[slow])

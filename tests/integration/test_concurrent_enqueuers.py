@@ -82,6 +82,7 @@ def finisher(stop_before: float) -> Caller:
     return finish
 
 
+@pytest.mark.slow
 def test_bulk_and_single_unique_for_enqueuers_never_fail_and_make_one_job_per_window():
     def bulk(rng: random.Random) -> list[Answer]:
         keys = shuffled(rng)
@@ -107,6 +108,7 @@ STRATEGIES = ["skip", "replace", "error"]
 
 
 @pytest.mark.parametrize("strategy", [*STRATEGIES, "mixed"])
+@pytest.mark.slow
 def test_bulk_batch_and_single_enqueuers_of_dedupe_keys_never_fail(strategy):
     def chosen(rng: random.Random) -> Any:
         return rng.choice(STRATEGIES) if strategy == "mixed" else strategy

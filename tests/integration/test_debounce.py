@@ -92,6 +92,7 @@ def test_enqueue_many_refuses_a_debounced_type():
     assert not Job.objects.exists()
 
 
+@pytest.mark.slow
 def test_a_stream_of_enqueues_runs_once_per_quiet_time_and_never_later_than_the_max_wait():
     """A duplicate every 50 ms for 3 s, debounce 0.4 s, at most 1.2 s: the stream never goes
     quiet, so the pending job runs when its maximum wait is up, with the newest payload;

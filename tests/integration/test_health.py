@@ -48,6 +48,7 @@ def worker_record(worker_id: str, *, heartbeat: float = 0, loop: float | None = 
     )
 
 
+@pytest.mark.slow
 def test_a_real_worker_is_alive_then_stale_when_it_stops_heartbeating():
     with run_jobs("--worker-id", "probe-1", WORKER_STALE_TIMEOUT="1.5") as worker:
         wait_for(lambda: WorkerRecord.objects.filter(worker_id="probe-1", loop_at__isnull=False))

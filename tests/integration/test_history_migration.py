@@ -91,6 +91,7 @@ def _counts(db: psycopg.Connection) -> dict[str, int]:
 # here (benchmarks time the mover), so it gets more than the suite's 120 s.
 @pytest.mark.timeout(360)
 @pytest.mark.django_db
+@pytest.mark.slow
 def test_a_million_row_table_migrates_in_place_and_moves_to_history(empty_database):
     _manage(empty_database, "migrate", "django_pqjobs", "0026", "--verbosity", "0")
     with _connect(empty_database) as db:

@@ -126,6 +126,7 @@ def denied(statement: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_a_worker_with_only_the_worker_grants_does_everything_a_worker_does(roles):
     now = database_now("default")
     # Left behind by a worker that died an hour ago: to be rescued.

@@ -31,6 +31,7 @@ def most_running(seconds: float) -> int:
     return seen
 
 
+@pytest.mark.slow
 def test_a_running_worker_follows_the_setting_within_its_bounds():
     enqueue_many("tests.sleep", [{"seconds": 0.6}] * 200)
     with run_jobs("--concurrency", "1", "--max-concurrency", "4", "--worker-id", "live"):
@@ -53,6 +54,7 @@ def test_a_running_worker_follows_the_setting_within_its_bounds():
     assert list(trail) == [("oncall", "4 at once")]
 
 
+@pytest.mark.slow
 def test_the_processes_of_a_worker_group_follow_the_group_s_setting():
     enqueue_many("tests.sleep", [{"seconds": 0.5}] * 100)
     with run_jobs(

@@ -194,6 +194,7 @@ def test_run_jobs_that_cannot_connect_at_start_says_why_in_one_line_and_exits(wr
     assert line.endswith(f" failed: FATAL: {said} (see DATABASES['default'])")
 
 
+@pytest.mark.slow
 def test_the_other_commands_and_the_demo_say_it_in_one_line_too(empty_database):
     unreachable = database_url(name="pqjobs_no_such_database")
     for command in (["list_schedules"], ["failed_jobs"], ["pause_jobs", "-q", "emails"]):

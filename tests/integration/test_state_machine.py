@@ -155,6 +155,7 @@ def test_claim_with_a_priority_floor_takes_only_jobs_at_or_above_it():
     ]
 
 
+@pytest.mark.slow
 def test_the_priority_floor_is_served_by_the_claim_index():
     """The floor bounds the scan of pqjobs_job_claim: it reads only the ready jobs at or
     above it, in order, however many lower ones wait."""
@@ -172,6 +173,7 @@ def test_the_priority_floor_is_served_by_the_claim_index():
         ), pick
 
 
+@pytest.mark.slow
 def test_completion_plans_hold_whatever_the_statistics():
     _a_table_the_statistics_call_empty()
 
@@ -525,6 +527,7 @@ def _table_stats() -> tuple[int, object]:
     return int(dead), last_vacuum
 
 
+@pytest.mark.slow
 def test_job_tables_are_vacuumed_when_autovacuum_is_off_for_them():
     with connection.cursor() as cursor:
         cursor.execute("ALTER TABLE pqjobs_job_hot SET (autovacuum_enabled = false)")

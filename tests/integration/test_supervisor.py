@@ -82,6 +82,7 @@ def test_a_process_killed_is_started_again_and_its_job_rescued():
         assert supervisor.wait(30) == 1  # and say so
 
 
+@pytest.mark.slow
 def test_the_processes_stop_by_themselves_when_the_supervisor_is_killed():
     ids = enqueue_many("tests.sleep", [{"seconds": 30, "report_start": True}] * 2)
     with run_jobs("--processes", "2", "--shutdown-timeout", "1s") as supervisor:

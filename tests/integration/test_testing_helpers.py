@@ -132,6 +132,7 @@ def test_trigger_schedule_enqueues_a_declared_schedule(settings):
         testing.trigger_schedule("weekly")
 
 
+@pytest.mark.slow
 def test_the_example_projects_tests_use_the_pytest_plugin(tmp_path):
     """The sample tests in testproject/ run with the plugin's fixtures, on a database of
     their own (test_<name>_example)."""

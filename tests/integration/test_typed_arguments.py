@@ -229,6 +229,7 @@ refund.enqueue(Refund(4), colour="red")
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_a_type_checker_sees_the_arguments_where_a_typed_job_is_enqueued(tmp_path):
     """`send.enqueue(...)` is typed by the handler's annotation: mypy flags a payload of
     another type and an unknown option, and nothing else."""

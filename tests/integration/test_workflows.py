@@ -173,6 +173,7 @@ def test_deleting_and_pruning_take_steps_and_signals_along():
 
 
 @pytest.mark.parametrize("die_after", ["charge", "provision", "cool-off", "confirmed"])
+@pytest.mark.slow
 def test_kill_9_after_each_step_runs_every_step_once(die_after):
     order = f"k-{die_after}"
     job_id = enqueue_job("tests.workflow", {"order": order, "sleep": 0.2, "die_after": die_after})
@@ -185,6 +186,7 @@ def test_kill_9_after_each_step_runs_every_step_once(die_after):
     assert wait_for(job_id, timeout=5) == {"charged": 1, "reply": "yes", "emailed": 1}
 
 
+@pytest.mark.slow
 def test_a_sleep_holds_no_worker_and_resumes_across_a_restart():
     job_id = enqueue_job("tests.workflow", {"order": "r1", "sleep": 3})
     send_signal(job_id, "confirmed", "ok")
@@ -199,6 +201,7 @@ def test_a_sleep_holds_no_worker_and_resumes_across_a_restart():
     assert worker.process.returncode is not None
 
 
+@pytest.mark.slow
 def test_a_thousand_parked_workflows_woken_by_a_thousand_signals():
     """Signals race the parks (sent from four threads while the worker parks the jobs): no
     wake-up is lost, each job gets its own payload."""
@@ -228,6 +231,7 @@ def test_a_thousand_parked_workflows_woken_by_a_thousand_signals():
     assert results == {job_id: f"got {job_id}" for job_id in ids}
 
 
+@pytest.mark.slow
 def test_steps_and_sleeps_in_a_child_process():
     job_id = enqueue_job("tests.workflow_isolated")
     with run_jobs("-c", "1"):
