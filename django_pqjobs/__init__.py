@@ -39,7 +39,6 @@ from .waiting import wait_for, wait_for_async
 from .workflows import SignalTimeout, StepResultNotSerializable, send_signal
 
 
-
 def _version() -> str:
     """The version pyproject.toml declares (its one declaration): the installed package's
     metadata, or, for a source tree on ``sys.path`` that was never installed, its
