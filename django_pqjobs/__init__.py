@@ -1,6 +1,8 @@
 """django-pqjobs: the PostgreSQL your Django project already runs, as its job queue."""
 
+import tomllib
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 from . import flow
 from .batches import batch, enqueue_batch, get_batch
@@ -36,10 +38,26 @@ from .policies import ExponentialBackoff, StepBackoff
 from .waiting import wait_for, wait_for_async
 from .workflows import SignalTimeout, StepResultNotSerializable, send_signal
 
-try:
-    __version__ = version("django-pqjobs")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
+
+def _version() -> str:
+    """The version pyproject.toml declares (its one declaration): the installed package's
+    metadata, or, for a source tree on ``sys.path`` that was never installed, its
+    pyproject.toml; ``"0+unknown"`` when neither is there."""
+    try:
+        return version("django-pqjobs")
+    except PackageNotFoundError:
+        pass
+    try:
+        with (Path(__file__).resolve().parent.parent / "pyproject.toml").open("rb") as file:
+            project = tomllib.load(file)["project"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return "0+unknown"
+    if project.get("name") != "django-pqjobs" or not isinstance(project.get("version"), str):
+        return "0+unknown"
+    return project["version"]
+
+
+__version__ = _version()
 
 __all__ = [
     "DatabaseNotReady",

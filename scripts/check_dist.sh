@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # CI check of the install from a built wheel (docs/quickstart.md): build the sdist and the
 # wheel as a release would (the wheel from the sdist), check that both hold every file of the
-# package (templates, static files, migrations, py.typed), install the wheel into a clean
+# package (templates, SQL files, migrations, py.typed) and the sdist the changelog, license
+# and docs, that `twine check` passes and the wheel's metadata is complete (version,
+# license, project URLs, a classifier for each supported Python and Django, known to PyPI's
+# trove-classifiers), install the wheel into a clean
 # virtualenv, and in a throwaway project made by `django-admin startproject` run `migrate`,
 # `check`, `makemigrations --check`, render the admin templates and drain a job with
 # `run_jobs --burst`. The database: this checkout's `..._dist` (scripts/devdb.py), recreated.
@@ -47,10 +50,59 @@ kinds = {"templates": "/templates/", "migrations": "/migrations/0"}
 for kind, marker in kinds.items():
     if not any(marker in name for name in package):
         problems.append(f"the package has no {kind}?")
+for name in ("CHANGELOG.md", "LICENSE", "README.md", "docs/reference/compatibility.md"):
+    if name not in in_sdist:
+        problems.append(f"{sdist.name} lacks {name}")
+for kind, pattern in (("SQL files", "django_pqjobs/sql/"), ("templates", "/templates/")):
+    if not any(pattern in name for name in in_wheel if name.endswith((".sql", ".html"))):
+        problems.append(f"{wheel.name} has no {kind}")
 if problems:
     sys.exit("\n".join(problems))
-print(f"{len(package)} package files in both; no tests or scripts in the wheel")
+print(f"{len(package)} package files in both; no tests or scripts in the wheel; the sdist "
+      "has the changelog, the license and the docs")
 ' "$WORK/dist"
+
+echo "==> twine check and the wheel's metadata"
+"$(command -v python3)" -m venv "$WORK/tools"
+run_logged "$WORK/tools/bin/python" -m pip install --quiet --disable-pip-version-check \
+    twine trove-classifiers
+run_logged "$WORK/tools/bin/twine" check --strict "$WORK"/dist/*
+"$WORK/tools/bin/python" - "$WORK/dist" <<'METADATA'
+import sys
+import tomllib
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+from trove_classifiers import classifiers as known
+
+[wheel] = Path(sys.argv[1]).glob("*.whl")
+with zipfile.ZipFile(wheel) as archive:
+    [name] = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+    meta = Parser().parsestr(archive.read(name).decode())
+project = tomllib.loads(Path("pyproject.toml").read_text())["project"]
+declared = meta.get_all("Classifier") or []
+urls = dict(line.split(", ", 1) for line in meta.get_all("Project-URL") or [])
+problems = [f"unknown classifier {c!r}" for c in declared if c not in known]
+if meta["Version"] != project["version"]:
+    problems.append(f"version {meta['Version']} is not pyproject's {project['version']}")
+if meta["License-Expression"] != "MIT":
+    problems.append(f"License-Expression: {meta['License-Expression']!r}")
+if "LICENSE" not in (meta.get_all("License-File") or []):
+    problems.append("no License-File: LICENSE")
+for label in ("Homepage", "Documentation", "Changelog", "Issues"):
+    if not urls.get(label, "").startswith("https://"):
+        problems.append(f"no Project-URL {label}")
+if meta["Description-Content-Type"] != "text/markdown" or not meta.get_payload().strip():
+    problems.append("no Markdown long description")
+for prefix in ("Programming Language :: Python :: 3.", "Framework :: Django :: "):
+    if not any(c.startswith(prefix) for c in declared):
+        problems.append(f"no classifier {prefix}*")
+if problems:
+    sys.exit("\n".join(problems))
+print(f"{wheel.name}: twine check passed; version {meta['Version']}, license MIT, "
+      f"{len(declared)} known classifiers, project URLs {', '.join(sorted(urls))}")
+METADATA
 
 echo "==> installing the wheel into a clean virtualenv"
 "$(command -v python3)" -m venv "$WORK/venv"
@@ -118,6 +170,7 @@ from django_pqjobs import enqueue_job
 from django_pqjobs.errors import UnknownJobType
 
 assert "site-packages" in django_pqjobs.__file__, django_pqjobs.__file__
+print("django_pqjobs", django_pqjobs.__version__)
 for name in ("admin/django_pqjobs/job/dashboard.html", "admin/django_pqjobs/job/change_form.html"):
     get_template(name)
 try:
