@@ -1,0 +1,125 @@
+"""The squashed migration (``0001_squashed_0025_fair_claiming``) ends where the long chain
+does, and databases on either path keep migrating both ways.
+
+A fresh database runs the squash; the chain is taken with the squash left out of Django's
+migration loader (``scripts/squash_migrations.py chain``, see tests/migration_paths.py).
+Schemas are compared whole, as ``pg_dump --schema-only`` gives them: tables, columns,
+defaults, constraints, indexes, sequences and their owners, functions with their bodies,
+settings (search_path), SECURITY DEFINER and owners, triggers, comments and privileges.
+Each test works on scratch databases of its own (from template0, dropped after).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests import migration_paths as paths
+
+pytestmark = pytest.mark.django_db
+
+REPLACED = [name for name in paths.migration_names() if name <= "0025_fair_claiming"]
+LAST = paths.migration_names()[-1]
+
+
+@dataclass
+class Reference:
+    """The schemas the squash gives a fresh database: right after it, and at the end."""
+
+    at_squash: list[str]
+    at_last: list[str]
+
+
+@pytest.fixture(scope="module")
+def reference(django_db_blocker: Any) -> Iterator[Reference]:
+    with django_db_blocker.unblock():
+        if not paths.pg_dump_usable():
+            pytest.skip("no pg_dump on this machine can dump the tests' server")
+    with django_db_blocker.unblock(), paths.scratch_database() as database:
+        paths.migrate(database, paths.SQUASH)
+        at_squash = paths.schema(database)
+        # the squash stands for every migration it replaces, and is recorded itself
+        assert paths.recorded(database) == {*REPLACED, paths.SQUASH}
+        paths.migrate(database)
+        yield Reference(at_squash, paths.schema(database))
+
+
+def test_the_squash_replaces_0001_to_0025_and_is_what_a_fresh_database_runs():
+    from django.db.migrations.loader import MigrationLoader
+
+    loader = MigrationLoader(None, ignore_no_migrations=True)
+    squash = loader.disk_migrations[("django_pqjobs", paths.SQUASH)]
+    assert [name for _, name in squash.replaces] == REPLACED
+    # on a database with none of them applied, the graph has the squash and not them
+    assert ("django_pqjobs", paths.SQUASH) in loader.graph.nodes
+    assert ("django_pqjobs", "0001_initial") not in loader.graph.nodes
+    # the migrations after 0025 hang on the squash (Django remaps their dependency)
+    after = ("django_pqjobs", paths.migration_names()[len(REPLACED)])
+    assert loader.graph.node_map[after].parents == {loader.graph.node_map[squash.app_label,
+                                                                          squash.name]}  # fmt: skip
+
+
+def test_the_squash_leaves_the_model_state_the_chain_leaves():
+    """What makemigrations compares models with: the same state at the squash as at 0025
+    through the chain, model by model (fields, options, indexes, constraints, managers)."""
+    from django.db.migrations.loader import MigrationLoader
+
+    squashed = MigrationLoader(None, ignore_no_migrations=True).project_state(
+        ("django_pqjobs", paths.SQUASH), at_end=True
+    )
+    chained = MigrationLoader(None, ignore_no_migrations=True, replace_migrations=False)
+    chain_state = chained.project_state(("django_pqjobs", REPLACED[-1]), at_end=True)
+    assert sorted(squashed.models) == sorted(chain_state.models)
+    for key, model in chain_state.models.items():
+        assert squashed.models[key] == model, key
+
+
+def test_the_squash_and_the_chain_build_the_same_schema(reference: Reference):
+    with paths.scratch_database() as database:
+        paths.migrate(database, REPLACED[-1], chain=True)
+        assert paths.SQUASH not in paths.recorded(database)  # it did go through the chain
+        chain = paths.schema(database)
+        assert chain == reference.at_squash, paths.differences(chain, reference.at_squash)
+        paths.migrate(database, chain=True)
+        chain = paths.schema(database)
+        assert chain == reference.at_last, paths.differences(chain, reference.at_last)
+
+
+def test_databases_part_way_and_squashed_ones_migrate_on_and_back(reference: Reference):
+    with paths.scratch_database() as old, paths.scratch_database() as new:
+        # a database migrated to 0010 before the squash existed goes on with the squash
+        # present: part of what it replaces is applied, so Django takes 0011-0025
+        paths.migrate(old, "0010", chain=True)
+        paths.migrate(old)
+        assert paths.recorded(old) == {*paths.migration_names(), paths.SQUASH}
+        schema = paths.schema(old)
+        assert schema == reference.at_last, paths.differences(schema, reference.at_last)
+        paths.migrate(old, "0010")
+        back_through_chain = paths.schema(old)
+
+        # a squashed database goes back to a replaced migration: Django reloads the graph
+        # without the squash and unapplies the chain's migrations down to it, which gives
+        # what going back gives a chained database (0016 keeps its pinned function bodies)
+        paths.migrate(new)
+        paths.migrate(new, "0010")
+        assert paths.recorded(new) & set(REPLACED) == set(REPLACED[:10])
+        schema = paths.schema(new)
+        assert schema == back_through_chain, paths.differences(schema, back_through_chain)
+        # and forward again, through 0011-0025 (the squash is now part applied)
+        paths.migrate(new)
+        schema = paths.schema(new)
+        assert schema == reference.at_last, paths.differences(schema, reference.at_last)
+
+
+def test_the_squash_unapplies_to_nothing_and_applies_again(reference: Reference):
+    with paths.scratch_database() as database:
+        paths.migrate(database, paths.SQUASH)
+        paths.migrate(database, "zero")  # the squash's down file
+        assert paths.ours(database) == []
+        assert paths.recorded(database) == set()
+        paths.migrate(database)
+        schema = paths.schema(database)
+        assert schema == reference.at_last, paths.differences(schema, reference.at_last)
