@@ -233,7 +233,7 @@ class Migration(migrations.Migration):
 {replaces}
     ]
 
-    dependencies = []  # type: ignore[var-annotated]
+    dependencies: list[tuple[str, str]] = []
 
     operations = [
         migrations.SeparateDatabaseAndState(
