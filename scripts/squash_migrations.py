@@ -233,7 +233,7 @@ class Migration(migrations.Migration):
 {replaces}
     ]
 
-    dependencies: list[tuple[str, str]] = []
+    dependencies = []
 
     operations = [
         migrations.SeparateDatabaseAndState(

@@ -66,7 +66,7 @@ class Migration(migrations.Migration):
         ("django_pqjobs", "0025_fair_claiming"),
     ]
 
-    dependencies: list[tuple[str, str]] = []
+    dependencies = []
 
     operations = [
         migrations.SeparateDatabaseAndState(
