@@ -13,8 +13,10 @@ of DATABASE_URL, dropped after) and times, in a new process each, what a new ins
   up to 0025 only (what the squash replaces: the squash itself against 0001-0025);
 - ``check``: ``manage.py check``, the floor: starting Python and Django, loading the project.
 
-The variants alternate within each round, so a busy machine slows them alike; the medians
-and the figures above the floor (the time ``migrate`` itself takes) are what to compare.
+The variants alternate within each round (and their order each round), so a busy machine
+slows them alike; the medians, the figures above the floor (the time ``migrate`` itself
+takes) and the median of each round's difference between chain and squash are what to
+compare.
 """
 
 from __future__ import annotations
@@ -78,6 +80,12 @@ def main() -> None:
             f"{name:<28} {median:>7.2f} {min(found):>6.2f} {max(found):>6.2f} "
             f"{median - floor:>12.2f}"
         )
+    # within a round the two ran close in time: their difference drifts less with the load
+    print("the chain's time less the squash's, median of the rounds' differences:")
+    for scope in ("", ", django_pqjobs only", ", to 0025"):
+        pairs = zip(times[f"chain{scope}"], times[f"squash{scope}"], strict=True)
+        saved = [chain - squash for chain, squash in pairs]
+        print(f"  migrate{scope or ' (all apps)'}: {statistics.median(saved):.2f} s")
 
 
 if __name__ == "__main__":
