@@ -72,17 +72,25 @@ def without_squash() -> Iterator[None]:
         MigrationLoader.load_disk = original  # type: ignore[method-assign]
 
 
-def migrate(database: str, *target: str, chain: bool = False) -> None:
+def migrate(
+    database: str, *target: str, chain: bool = False, search_path: str | None = None
+) -> None:
     """``migrate django_pqjobs [target]`` on ``database``: with the squash as Django would
-    use it, or (``chain``) through the replaced migrations only. In this process, on a
-    connection alias of its own (a new process would cost a second of startup each time)."""
+    use it, or (``chain``) through the replaced migrations only; with the connection's
+    ``search_path`` if given. In this process, on a connection alias of its own (a new
+    process would cost a second of startup each time)."""
     alias = f"paths_{database}"
+    default = connections.settings["default"]
+    options = dict(default.get("OPTIONS", {}))
+    if search_path:
+        options["options"] = f"-c search_path={search_path}"
     # Made, then taken out of the settings: Django's test case lets a test use a connection
     # it makes itself, not one of the settings' (pytest-django allows the default only).
     connections.settings[alias] = {
-        **connections.settings["default"],
+        **default,
         "NAME": database,
         "TEST": {"NAME": database},
+        "OPTIONS": options,
     }
     made = connections.create_connection(alias)
     del connections.settings[alias]

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 import pytest
 
 from tests import migration_paths as paths
@@ -113,13 +114,36 @@ def test_databases_part_way_and_squashed_ones_migrate_on_and_back(reference: Ref
         schema = paths.schema(new)
         assert schema == reference.at_last, paths.differences(schema, reference.at_last)
 
-
-def test_the_squash_unapplies_to_nothing_and_applies_again(reference: Reference):
-    with paths.scratch_database() as database:
-        paths.migrate(database, paths.SQUASH)
-        paths.migrate(database, "zero")  # the squash's down file
-        assert paths.ours(database) == []
-        assert paths.recorded(database) == set()
-        paths.migrate(database)
-        schema = paths.schema(database)
+        # all of it applied again, the squash is back in the graph: migrating to zero
+        # unapplies 0026 on, then the squash (its down file), and leaves nothing of ours
+        paths.migrate(new, "zero")
+        assert paths.ours(new) == []
+        assert paths.recorded(new) == set()
+        # and a fresh start runs the squash again
+        paths.migrate(new)
+        schema = paths.schema(new)
         assert schema == reference.at_last, paths.differences(schema, reference.at_last)
+
+
+def test_in_a_schema_of_its_own_the_squash_names_that_schema():
+    """Tables go where Django creates them, the first schema of the connection's
+    search_path: the squash's file is run for that schema (``current_schema()``, as no
+    table of ours exists yet; the chain's files use the schema of pqjobs_job)."""
+    with paths.scratch_database() as database:
+        with psycopg.connect(**paths.params(database), autocommit=True) as db:  # type: ignore[arg-type]
+            db.execute("CREATE SCHEMA jobs")
+        paths.migrate(database, paths.SQUASH, search_path="jobs")
+        with psycopg.connect(**paths.params(database)) as db:  # type: ignore[arg-type]
+            places = db.execute(
+                "SELECT n.nspname FROM pg_class c JOIN pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE c.relname LIKE 'pqjobs%' "
+                "UNION SELECT n.nspname FROM pg_proc p JOIN pg_namespace n "
+                "ON n.oid = p.pronamespace WHERE p.proname LIKE 'pqjobs%'"
+            ).fetchall()
+            assert places == [("jobs",)]
+            bodies = db.execute(
+                "SELECT count(*) FILTER (WHERE prosrc LIKE '%jobs.pqjobs%'), "
+                "count(*) FILTER (WHERE prosrc LIKE '%public.%') "
+                "FROM pg_proc WHERE proname LIKE 'pqjobs%'"
+            ).fetchone()
+            assert bodies == (12, 0), bodies  # (pqjobs_announce_finish() names no table)
