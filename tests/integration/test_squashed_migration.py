@@ -78,6 +78,7 @@ def test_the_squash_leaves_the_model_state_the_chain_leaves():
         assert squashed.models[key] == model, key
 
 
+@pytest.mark.slow  # a few seconds: whole migrations, several times
 def test_the_squash_and_the_chain_build_the_same_schema(reference: Reference):
     with paths.scratch_database() as database:
         paths.migrate(database, REPLACED[-1], chain=True)
@@ -89,6 +90,7 @@ def test_the_squash_and_the_chain_build_the_same_schema(reference: Reference):
         assert chain == reference.at_last, paths.differences(chain, reference.at_last)
 
 
+@pytest.mark.slow  # a few seconds: whole migrations, several times
 def test_databases_part_way_and_squashed_ones_migrate_on_and_back(reference: Reference):
     with paths.scratch_database() as old, paths.scratch_database() as new:
         # a database migrated to 0010 before the squash existed goes on with the squash
