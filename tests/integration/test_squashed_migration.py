@@ -2,7 +2,8 @@
 does, and databases on either path keep migrating both ways.
 
 A fresh database runs the squash; the chain is taken with the squash left out of Django's
-migration loader (``scripts/squash_migrations.py chain``, see tests/migration_paths.py).
+migration loader (tests/migration_paths.py; ``scripts/squash_migrations.py chain`` does
+the same for a command).
 Schemas are compared whole, as ``pg_dump --schema-only`` gives them: tables, columns,
 defaults, constraints, indexes, sequences and their owners, functions with their bodies,
 settings (search_path), SECURITY DEFINER and owners, triggers, comments and privileges.
@@ -23,7 +24,6 @@ from tests import migration_paths as paths
 pytestmark = pytest.mark.django_db
 
 REPLACED = [name for name in paths.migration_names() if name <= "0025_fair_claiming"]
-LAST = paths.migration_names()[-1]
 
 
 @dataclass
@@ -59,8 +59,8 @@ def test_the_squash_replaces_0001_to_0025_and_is_what_a_fresh_database_runs():
     assert ("django_pqjobs", "0001_initial") not in loader.graph.nodes
     # the migrations after 0025 hang on the squash (Django remaps their dependency)
     after = ("django_pqjobs", paths.migration_names()[len(REPLACED)])
-    assert loader.graph.node_map[after].parents == {loader.graph.node_map[squash.app_label,
-                                                                          squash.name]}  # fmt: skip
+    nodes = loader.graph.node_map
+    assert nodes[after].parents == {nodes[("django_pqjobs", paths.SQUASH)]}
 
 
 def test_the_squash_leaves_the_model_state_the_chain_leaves():
