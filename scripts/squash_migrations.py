@@ -7,11 +7,12 @@ A fresh database runs ``0001_squashed_0025_fair_claiming`` (Django's ``replaces`
 schema of migrations 0001-0025 as one frozen SQL file, and the model state they build.
 Databases that had some of 0001-0025 applied keep going through the chain; so does a
 backward migration to one of the replaced names (Django reloads the graph without the
-squash). See docs/architecture.md, "Migrations".
+squash). See docs/architecture.md, "Migrations and the squash".
 
 ``chain`` runs a ``django-admin`` command with the squash left out of the migration files
 Django loads (it patches ``MigrationLoader.load_disk``), as the migrations were before the
-squash: the tests and benchmarks/migrate_time.py compare the two paths with it.
+squash: benchmarks/migrate_time.py times the two paths with it (the tests do the same in
+their process: tests/migration_paths.py).
 
 ``generate`` migrates a scratch database (``CREATE DATABASE ... TEMPLATE template0`` on the
 server of ``DATABASE_URL``, dropped after) through the chain up to the last replaced
@@ -204,7 +205,7 @@ edit it.
 A database that has some of them applied goes on through them (Django uses a squash only
 where all or none of what it replaces is applied); migrating back to one of them reloads the
 graph without the squash. Migrations after {last} depend on {last_name}, which
-Django maps to this one. See docs/architecture.md, "Migrations".
+Django maps to this one. See docs/architecture.md, "Migrations and the squash".
 """
 
 {imports}

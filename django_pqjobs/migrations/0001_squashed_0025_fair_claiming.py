@@ -6,7 +6,7 @@ edit it.
 A database that has some of them applied goes on through them (Django uses a squash only
 where all or none of what it replaces is applied); migrating back to one of them reloads the
 graph without the squash. Migrations after 0025 depend on 0025_fair_claiming, which
-Django maps to this one. See docs/architecture.md, "Migrations".
+Django maps to this one. See docs/architecture.md, "Migrations and the squash".
 """
 
 from typing import Any
