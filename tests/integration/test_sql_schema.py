@@ -1,6 +1,8 @@
 """``django_pqjobs/sql/schema/`` is what ``migrate`` produces: the files cannot drift.
 
-The suite's database was migrated from scratch. Running every schema file again over it
+On both paths to the schema: the suite's database, migrated from scratch (a fresh database
+runs the squashed migration), and a scratch database migrated through the long chain the
+squash replaces (tests/migration_paths.py). Running every schema file again over each
 (inside a transaction that is rolled back) must change nothing the catalog says about our
 functions and triggers: their definitions, settings, owners and privileges; and the files
 must name every function and trigger the database has.
@@ -9,12 +11,17 @@ must name every function and trigger the database has.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 import pytest
 from django.db import connection, transaction
 
 from django_pqjobs import sql
+from tests import migration_paths as paths
 from tests.helpers import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,34 +46,74 @@ def catalog(cursor: Any, schema: str) -> dict[str, str]:
     return dict(cursor.fetchall())
 
 
-def test_the_schema_files_are_what_migrate_made():
-    with connection.cursor() as cursor:
-        schema = sql.tables_schema(cursor)
-        before = catalog(cursor, schema)
-        with transaction.atomic():
-            # as PostgreSQL gives every new function: the files must take it back
-            cursor.execute(
-                "SELECT string_agg(p.oid::regprocedure::text, ', ') FROM pg_proc p "
-                "WHERE p.pronamespace = %s::regnamespace AND p.proname LIKE 'pqjobs%%'",
-                [schema],
-            )
-            cursor.execute(f"GRANT EXECUTE ON FUNCTION {cursor.fetchone()[0]} TO PUBLIC")
-            for name in sql.SCHEMA_FILES:
-                sql.run(cursor, name)
-            after = catalog(cursor, schema)
-            transaction.set_rollback(True)
+@dataclass
+class Migrated:
+    """A cursor on a migrated database, and a block whose changes are rolled back."""
+
+    cursor: Any
+    rolled_back: Any  # () -> a context manager
+
+
+@pytest.fixture(scope="module")
+def chain_database(django_db_blocker: Any) -> Iterator[str]:
+    """A scratch database migrated to the last migration through the long chain."""
+    with django_db_blocker.unblock(), paths.scratch_database() as database:
+        paths.migrate(database, chain=True)
+        yield database
+
+
+@pytest.fixture(params=["squash", "chain"])
+def migrated(request: pytest.FixtureRequest) -> Iterator[Migrated]:
+    if request.param == "squash":
+        with connection.cursor() as cursor:
+            # the suite's database: fresh, so migrate ran the squash
+            cursor.execute("SELECT 1 FROM django_migrations WHERE name = %s", [paths.SQUASH])
+            assert cursor.fetchone() is not None
+
+            @contextmanager
+            def atomic() -> Iterator[None]:
+                with transaction.atomic():
+                    yield
+                    transaction.set_rollback(True)
+
+            yield Migrated(cursor, atomic)
+        return
+    database = request.getfixturevalue("chain_database")
+    assert paths.SQUASH not in paths.recorded(database)
+    with psycopg.connect(**paths.params(database)) as db, db.cursor() as cursor:  # type: ignore[arg-type]
+
+        def rolled_back() -> AbstractContextManager[Any]:
+            return db.transaction(force_rollback=True)
+
+        yield Migrated(cursor, rolled_back)
+
+
+def test_the_schema_files_are_what_migrate_made(migrated: Migrated):
+    cursor = migrated.cursor
+    schema = sql.tables_schema(cursor)
+    before = catalog(cursor, schema)
+    with migrated.rolled_back():
+        # as PostgreSQL gives every new function: the files must take it back
+        cursor.execute(
+            "SELECT string_agg(p.oid::regprocedure::text, ', ') FROM pg_proc p "
+            "WHERE p.pronamespace = %s::regnamespace AND p.proname LIKE 'pqjobs%%'",
+            [schema],
+        )
+        cursor.execute(f"GRANT EXECUTE ON FUNCTION {cursor.fetchone()[0]} TO PUBLIC")
+        for name in sql.SCHEMA_FILES:
+            sql.run(cursor, name)
+        after = catalog(cursor, schema)
     changed = sorted(
         key for key in before.keys() | after.keys() if before.get(key) != after.get(key)
     )
     assert changed == [], f"the schema files differ from the migrated database on {changed}"
 
 
-def test_the_schema_files_name_every_function_and_trigger():
+def test_the_schema_files_name_every_function_and_trigger(migrated: Migrated):
     text = "\n".join(sql.read(name) for name in sql.SCHEMA_FILES)
     functions = set(re.findall(r'CREATE OR REPLACE FUNCTION :"schema"\.(\w+)\(', text))
     triggers = set(re.findall(r"CREATE (?:CONSTRAINT )?TRIGGER (\w+)", text))
-    with connection.cursor() as cursor:
-        names = catalog(cursor, sql.tables_schema(cursor)).keys()
+    names = catalog(migrated.cursor, sql.tables_schema(migrated.cursor)).keys()
     assert {name.split()[1].split("(")[0] for name in names if name.startswith("function")} == (
         functions
     )
