@@ -24,7 +24,7 @@ from ..harness import Result, reset_tables, sql, worker_process
 
 ROUNDS = 5
 HEAD_OF_LINE_ROUNDS = 3
-ENQUEUE_ROUNDS = 5
+ENQUEUE_ROUNDS = 7
 FINISHED, READY = 100_000, 1_000
 
 
@@ -129,22 +129,31 @@ def run_enqueue(quick: bool, finished: int = FINISHED) -> list[Result]:
         {case: enqueue_beside_pause(bulk, case) for case in (None, "elsewhere", "bulk")}
         for _ in range(ENQUEUE_ROUNDS)
     ]
-    unpaused = statistics.median(t[None] for t in timed)
+    # On a busy machine the other processes only ever add time: each case's fastest round is
+    # its own cost most nearly, and the ratio of the fastest rounds is the figure (the median
+    # of the rounds' ratios is given beside it).
+    unpaused = min(t[None] for t in timed)
     enqueues = [
-        (case, label, statistics.median(t[None] / t[case] for t in timed))
+        (
+            case,
+            label,
+            unpaused / min(t[case] for t in timed),
+            statistics.median(t[None] / t[case] for t in timed),
+        )
         for case, label in (("bulk", "into a paused queue"), ("elsewhere", "beside a pause"))
     ]
     return [
         Result(
             f"flow: enqueue_many {bulk:,} {label}, {finished:,} finished analysed",
-            bulk / statistics.median(t[case] for t in timed),
+            bulk / min(t[case] for t in timed),
             "jobs/s",
             ">= 80% of no pause",
             ratio >= 0.8,
-            f"{ratio:.0%} of the same with nothing paused (median of {ENQUEUE_ROUNDS} "
-            f"rounds; nothing paused {bulk / unpaused:.0f}/s)",
+            f"{ratio:.0%} of the same with nothing paused (fastest of {ENQUEUE_ROUNDS} rounds "
+            f"each; nothing paused {bulk / unpaused:.0f}/s; median of the rounds' ratios "
+            f"{median:.0%})",
         )
-        for case, label, ratio in enqueues
+        for case, label, ratio, median in enqueues
     ]
 
 

@@ -72,3 +72,11 @@ WHEN (NEW.status = 'ready' AND OLD.status IN ('failed', 'cancelled', 'expired'))
 EXECUTE FUNCTION :"schema".pqjobs_flow_hold_retried();
 
 REVOKE ALL ON FUNCTION :"schema".pqjobs_flow_hold_retried() FROM PUBLIC;
+
+DROP TRIGGER IF EXISTS pqjobs_job_fair_turn ON :"schema".pqjobs_job_hot;
+CREATE TRIGGER pqjobs_job_fair_turn
+    BEFORE INSERT ON :"schema".pqjobs_job_hot
+    FOR EACH ROW
+    WHEN (NEW.fair_key IS NOT NULL AND NEW.fair_turn IS NULL AND NEW.status = 'ready'
+          AND NEW.run_after <= now())
+    EXECUTE FUNCTION :"schema".pqjobs_fair_turn();

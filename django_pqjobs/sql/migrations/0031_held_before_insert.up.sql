@@ -1,10 +1,12 @@
 -- A job enqueued into a pause is inserted held (issue 40, item 2): the pauses in force are
 -- read once per INSERT statement, before its rows (pqjobs_flow_pauses_noted, into the
 -- transaction-local setting pqjobs.paused), and a BEFORE row trigger holds the rows they
--- pause. It was inserted ready, then held by a second write (pqjobs_flow_hold_paused, a
--- statement trigger after the insert): 50,000 jobs into a paused queue took about twice
--- the time of 50,000 anywhere else. One pause rule for inserts and retries:
--- pqjobs_flow_hold_retried is folded into pqjobs_flow_hold_paused.
+-- pause; enqueue_many reads the note in its own rows and inserts them held. The fair turn
+-- is given to a job inserted held as to one inserted ready. A job was inserted ready, then
+-- held by a second write (pqjobs_flow_hold_paused, a statement trigger after the insert):
+-- 50,000 jobs into a paused queue took about twice the time of 50,000 anywhere else. One
+-- pause rule for inserts and retries: pqjobs_flow_hold_retried is folded into
+-- pqjobs_flow_hold_paused.
 
 DROP TRIGGER IF EXISTS pqjobs_job_paused_at_enqueue ON :"schema".pqjobs_job;
 DROP TRIGGER IF EXISTS pqjobs_job_retried_paused ON :"schema".pqjobs_job_hot;
@@ -109,6 +111,17 @@ BEFORE UPDATE OF status ON :"schema".pqjobs_job_hot
 FOR EACH ROW
 WHEN (NEW.status = 'ready' AND OLD.status IN ('failed', 'cancelled', 'expired'))
 EXECUTE FUNCTION :"schema".pqjobs_flow_hold_paused();
+
+-- A job inserted held by a pause (enqueue_many writes it so: sql/schema/flow.sql) takes
+-- its turn as one inserted ready does, and keeps it while it is held.
+DROP TRIGGER IF EXISTS pqjobs_job_fair_turn ON :"schema".pqjobs_job_hot;
+CREATE TRIGGER pqjobs_job_fair_turn
+    BEFORE INSERT ON :"schema".pqjobs_job_hot
+    FOR EACH ROW
+    WHEN (NEW.fair_key IS NOT NULL AND NEW.fair_turn IS NULL
+          AND (NEW.status = 'ready' OR NEW.blocked_by = 'paused')
+          AND NEW.run_after <= now())
+    EXECUTE FUNCTION :"schema".pqjobs_fair_turn();
 
 REVOKE ALL ON FUNCTION :"schema".pqjobs_flow_pauses_noted() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_flow_hold_paused() FROM PUBLIC;
