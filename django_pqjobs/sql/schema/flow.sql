@@ -153,8 +153,10 @@ EXECUTE FUNCTION :"schema".pqjobs_flow_admit();
 -- paused names as a text array ('q:<queue>', 't:<job type>'). The row trigger's WHEN reads
 -- that setting without a call: a job whose queue and type are not paused costs a
 -- comparison; nothing is joined, so the cost is linear in the rows whatever the
--- statistics. A pause committed while such an INSERT's transaction is open is not seen
--- here; the claim holds those jobs when it meets them.
+-- statistics. enqueue_many reads the note in its own rows (enqueue.py, _PAUSED_NOTE) and
+-- inserts the jobs it pauses held already: the WHEN passes over them. A pause committed
+-- while such an INSERT's transaction is open is not seen here; the claim holds those jobs
+-- when it meets them.
 --
 -- The setting is a note, not a grant: every INSERT statement on the job table (or its hot
 -- partition) writes it afresh before its first row, so a value a client set earlier in its
