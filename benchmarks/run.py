@@ -1,6 +1,7 @@
 """Run the performance scenarios and print a table (see benchmarks/README.md).
 
 DATABASE_URL=postgres://... python benchmarks/run.py [--quick] [--only drain,latency]
+    [--finished 100000,1000000]
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ ORDER = [
     "sustained",
     "memory",
     "flow",
+    "flow_enqueue",
     "batches",
     "tasks",
 ]
@@ -44,7 +46,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, shorter runs")
     parser.add_argument("--only", default="", help=f"comma-separated subset of {ORDER}")
+    parser.add_argument(
+        "--finished",
+        default="100000",
+        help="flow_enqueue: comma-separated sizes of the analysed table of finished jobs",
+    )
     args = parser.parse_args()
+    try:
+        finished = [int(n) for n in args.finished.split(",") if n.strip()]
+    except ValueError:
+        parser.error(f"--finished takes whole numbers, e.g. 100000,1000000: {args.finished!r}")
     chosen = [s.strip() for s in args.only.split(",") if s.strip()] or ORDER
     unknown = set(chosen) - set(ORDER)
     if unknown:
@@ -98,6 +109,9 @@ def main() -> int:
             if name == "scale":
                 empty = next((r.figure for r in results if r.scenario.startswith("drain")), None)
                 results += scale.run(args.quick, empty)
+            elif name == "flow_enqueue":
+                for size in finished:
+                    results += flow.run_enqueue(args.quick, size)
             else:
                 results += modules[name].run(args.quick)
         except Exception:  # one broken scenario must not cost the figures of the others

@@ -765,15 +765,26 @@ _DEADLINE = (
 # that gets a key first gets every key after it first too. The ids go back in the caller's
 # order (_insert_many maps them by key).
 _KEY_ORDER = 'ORDER BY t.dedupe_key COLLATE "C", t.n'
+# A pause in force holds the jobs it pauses as they are inserted: blocked, 'paused', written
+# once. The INSERT's statement trigger notes the pauses (pqjobs.paused, sql/schema/flow.sql)
+# before the rows are computed, so the rows read the note for their type and queue once and
+# go in held; the row trigger then has nothing to do (no call per row). Without a note, the
+# rows go in ready and the row trigger reads the pauses itself.
+_PAUSED_NOTE = (
+    "(SELECT CASE WHEN COALESCE(current_setting('pqjobs.paused', true), '') NOT IN ('', '{}') "
+    "AND current_setting('pqjobs.paused', true)::text[] "
+    "&& ARRAY['q:' || %s::text, 't:' || %s::text] THEN 'paused' END) AS h(hold)"
+)
 _INSERT_MANY = f"""
     INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id, unique_until, unique_states,
-                            expires_at, payload_version, fair_key)
-    SELECT %s, %s, t.payload::jsonb, 'ready', %s, 0, %s,
+                            expires_at, payload_version, fair_key, blocked_by)
+    SELECT %s, %s, t.payload::jsonb, CASE WHEN h.hold IS NULL THEN 'ready' ELSE 'blocked' END,
+           %s, 0, %s,
            COALESCE(%s, now()) + make_interval(secs => %s),
            %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb, %s::bigint,
            {_WINDOW_END.format(p="%s::double precision")}, %s, {_DEADLINE}, %s::smallint,
-           t.fair_key
-    FROM unnest(%s::text[], %s::text[], %s::text[])
+           t.fair_key, h.hold
+    FROM {_PAUSED_NOTE}, unnest(%s::text[], %s::text[], %s::text[])
          WITH ORDINALITY AS t(payload, dedupe_key, fair_key, n)
     {_KEY_ORDER}
     {_ON_CONFLICT}
@@ -783,13 +794,14 @@ _INSERT_MANY = f"""
 _INSERT_MANY_FLOW = f"""
     INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id, unique_until, unique_states,
                             expires_at, payload_version, fair_key, concurrency_key,
-                            concurrency_limit, rate_key, rate_limit, rate_period)
-    SELECT %s, %s, t.payload::jsonb, 'ready', %s, 0, %s,
+                            concurrency_limit, rate_key, rate_limit, rate_period, blocked_by)
+    SELECT %s, %s, t.payload::jsonb, CASE WHEN h.hold IS NULL THEN 'ready' ELSE 'blocked' END,
+           %s, 0, %s,
            COALESCE(%s, now()) + make_interval(secs => %s),
            %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb, %s::bigint,
            {_WINDOW_END.format(p="%s::double precision")}, %s, {_DEADLINE}, %s::smallint,
-           t.fair_key, t.concurrency_key, %s, t.rate_key, %s, %s
-    FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
+           t.fair_key, t.concurrency_key, %s, t.rate_key, %s, %s, h.hold
+    FROM {_PAUSED_NOTE}, unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
          WITH ORDINALITY AS t(payload, dedupe_key, fair_key, concurrency_key, rate_key, n)
     {_KEY_ORDER}
     {_ON_CONFLICT}
@@ -990,13 +1002,15 @@ def _insert_many(
             job.payload_version,
         ]
         arrays = [[texts[n] for n in todo], [keys[n] for n in todo], [fair[n] for n in todo]]
+        paused = [job.queue, job.job_type]  # the note's names to look for (_PAUSED_NOTE)
         if job.flow is NO_FLOW:
-            cursor.execute(_INSERT_MANY, params + arrays)
+            cursor.execute(_INSERT_MANY, params + paused + arrays)
         else:
             params += [
                 job.flow.concurrency_limit,
                 job.flow.rate_limit,
                 job.flow.rate_period,
+                *paused,
                 *arrays,
                 [flows[n].concurrency_key for n in todo],
                 [flows[n].rate_key for n in todo],

@@ -6,7 +6,8 @@
       │                 │ ──end_attempt (cancel requested)──► cancelled
       ├──release────────┤   (shutdown, or its database connection died under the handler:
       │                 │    the attempt is given back, a bounded number of times in a row)
-      ├──force_release──┤   (an operator's word: the attempt is given back, fenced)
+      ├──force_release──┤   (an operator's word: the attempt is given back, fenced;
+      │                 │    one statement with release_unheld: give_back)
       ├──release_unheld─┤   (its worker is not running it: a failover lost its end;
       │                 │    the attempt is given back, fenced)
       └──rescue─────────┘   (worker stopped heartbeating: ready, or failed if none left)

@@ -9,6 +9,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 
@@ -214,19 +215,45 @@ def release_unheld(alias: str, worker_id: str, claims: Sequence[Claim], note: st
     if not claims:
         return []
     with cursor_of(alias) as cursor:
-        cursor.execute(
-            QUERIES["release_unheld"],
-            {
-                "ids": [c.job_id for c in claims],
-                "attempts": [c.attempt for c in claims],
-                "claimed": [c.claimed_at for c in claims],
-                "worker": worker_id,
-                "error_type": NOT_RUN_BY_WORKER,
-                "note": storable_error(note),
-            },
+        return give_back(
+            cursor,
+            worker_id,
+            [(c.job_id, c.attempt, c.claimed_at) for c in claims],
+            NOT_RUN_BY_WORKER,
+            note,
+            on_job=True,
         )
-        released = [Unheld(int(r[0]), r[1], r[2], r[3], int(r[4])) for r in cursor.fetchall()]
-        notify_queues(cursor, [r.queue for r in released if r.status == "ready"])
+
+
+def give_back(
+    cursor: Any,
+    worker_id: str,
+    attempts: Sequence[tuple[int, int, datetime | None]],
+    error_type: str,
+    note: str,
+    *,
+    on_job: bool,
+) -> list[Unheld]:
+    """running → ready (cancelled, with a cancel request) for ``attempts`` (job id, attempt
+    number, claim time or None for any) run by ``worker_id``: the one statement that gives
+    an attempt back, for :func:`release_unheld` and an operator's release. The attempt is
+    recorded (outcome ``released``, ``error_type``, ``note``; with ``on_job``, the job's
+    last error too), uncharged; idle workers of the queues are woken. Returns what it gave
+    back."""
+    cursor.execute(
+        QUERIES["give_back"],
+        {
+            "ids": [job_id for job_id, _, _ in attempts],
+            "attempts": [attempt for _, attempt, _ in attempts],
+            "claimed": [claimed for _, _, claimed in attempts],
+            "worker": worker_id,
+            "error_type": error_type,
+            "note": storable_error(note),
+            "on_job": on_job,
+        },
+    )
+    released = [Unheld(int(r[0]), r[1], r[2], r[3], int(r[4])) for r in cursor.fetchall()]
+    notify_queues(cursor, [r.queue for r in released if r.status == "ready"])
     return released
 
 

@@ -9,14 +9,16 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from ..notify import notify_jobs, notify_queues
-from ..serialization import storable_error
+from ..notify import notify_jobs
 from ..sql import queries
+from .attempts import give_back
 from .cursors import cursor_of
 from .fence import Fence
 from .history import unshelve
 
 QUERIES = queries("operator")
+# the error type of an attempt an operator gave back (force_release)
+RELEASED_BY_OPERATOR = "ReleasedByOperator"
 # (the hot table's part of the unique index of dedupe keys: a job changes status there)
 _DEDUPE_INDEX = "pqjobs_job_hot_unique_key"
 _KEY_RACE_TRIES = 3
@@ -204,21 +206,15 @@ def force_release(alias: str, fence: Fence, note: str) -> str | None:
     matched.
     """
     with cursor_of(alias) as cursor:
-        cursor.execute(
-            QUERIES["force_release"],
-            {
-                "id": fence.job_id,
-                "worker": fence.worker_id,
-                "attempt": fence.attempt,
-                "note": storable_error(note),
-            },
+        released = give_back(
+            cursor,
+            fence.worker_id,
+            [(fence.job_id, fence.attempt, None)],
+            RELEASED_BY_OPERATOR,
+            note,
+            on_job=False,
         )
-        row = cursor.fetchone()
-        if row is None:
-            return None
-        if row[0] == "ready":
-            notify_queues(cursor, [row[1]])
-        return str(row[0])
+    return released[0].status if released else None
 
 
 @dataclass(frozen=True, order=True)

@@ -253,6 +253,35 @@ def test_a_pause_holds_so_many_jobs_at_once_and_the_claims_hold_the_rest(monkeyp
     assert statuses(ids) == {"blocked": 5}
 
 
+def test_a_pause_holds_no_more_than_so_many_whatever_the_plan(monkeypatch):
+    """The jobs a pause holds are picked once. Picked in "id IN (SELECT ... LIMIT n FOR
+    UPDATE SKIP LOCKED)", a plan that ran the subquery again for each row (a nested loop,
+    no materialising: what other statistics may choose) found the rows it had just held
+    changed, passed over them and picked the next: every job was held, not n."""
+    from django_pqjobs.transitions import flow as flow_transitions
+
+    monkeypatch.setattr(flow_transitions, "HOLD_AT_PAUSE", 2)
+    ids = enqueue_many("tests.noop", [{}] * 5, queue="backlog")
+    with transaction.atomic(), connection.cursor() as cursor:
+        for setting in ("hashjoin", "mergejoin", "material", "bitmapscan", "indexscan"):
+            cursor.execute(f"SET LOCAL enable_{setting} = off")
+        assert flow.pause_queue("backlog")
+    assert statuses(ids) == {"blocked": 2, "ready": 3}
+
+
+def test_the_flow_sweep_releases_no_more_than_the_room_whatever_the_plan():
+    """The same for the sweep's releases: picked once, whatever the plan (a subquery of the
+    UPDATE's FROM run again per row passed over the rows just released and took more)."""
+    ids = enqueue_many("tests.limited", [{"k": "a"}] * 5)
+    assert statuses(ids) == {"ready": 1, "blocked": 4}
+    Job.objects.filter(pk=ids[0]).update(status="cancelled")  # the key has room for one
+    with transaction.atomic(), connection.cursor() as cursor:
+        for setting in ("hashjoin", "mergejoin", "material", "bitmapscan", "indexscan"):
+            cursor.execute(f"SET LOCAL enable_{setting} = off")
+        transitions.promote_limit_blocked(DB)
+    assert statuses(ids[1:]) == {"ready": 1, "blocked": 3}
+
+
 def test_held_summary_names_what_holds_jobs_back():
     enqueue_many("tests.limited", [{"k": "h"}] * 4)
     claim_jobs(DB, "w", None, 10)

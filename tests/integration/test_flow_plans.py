@@ -11,7 +11,7 @@ however loaded the machine is.
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from django_pqjobs import enqueue_many, flow, transitions
 from django_pqjobs.models import Job
@@ -41,24 +41,68 @@ def statuses(queue: str) -> dict[str, int]:
     return {status: list(rows).count(status) for status in set(rows)}
 
 
-def test_a_pause_holds_only_its_own_new_jobs_by_primary_key():
-    # ready jobs the statistics know nothing of, for a plan driven from them to walk
+def ready_beside():
+    """Ready jobs the statistics then know of, as a busy table has: 3,000 without a key and
+    500 with a concurrency key; analysed again."""
     enqueue_many("tests.noop", [{}] * 3000, queue="busy")
+    enqueue_many("tests.limited", [{"k": n % 50} for n in range(500)], queue="busy")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE pqjobs_job")
+        cursor.execute("ANALYZE pqjobs_job_hot")
+
+
+def written(call) -> tuple[int, int]:
+    """Rows of the hot table ``call`` inserted and updated (the counts of this session's
+    statistics not yet reported, read before and after, in one transaction)."""
+    counts = (
+        "SELECT pg_stat_get_xact_tuples_inserted('pqjobs_job_hot'::regclass), "
+        "pg_stat_get_xact_tuples_updated('pqjobs_job_hot'::regclass)"
+    )
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(counts)
+        inserted, updated = cursor.fetchone()
+        call()
+        cursor.execute(counts)
+        inserted_after, updated_after = cursor.fetchone()
+    return inserted_after - inserted, updated_after - updated
+
+
+def test_a_job_enqueued_into_a_pause_is_written_once():
+    ready_beside()
+    assert flow.pause_queue("held")
+    # keyed, fair or neither: inserted held, never inserted ready then held by a second write
+    assert written(lambda: enqueue_many("tests.noop", [{}] * 2000, queue="held")) == (2000, 0)
+    limited = [{"k": n % 50} for n in range(500)]
+    assert written(lambda: enqueue_many("tests.limited", limited, queue="held")) == (500, 0)
+    fair = [{"tenant": n % 7} for n in range(500)]
+    assert written(lambda: enqueue_many("tests.fair_noop", fair, queue="held")) == (500, 0)
+    assert statuses("held") == {"blocked": 3000}
+    assert set(Job.objects.filter(queue="held").values_list("blocked_by", flat=True)) == {"paused"}
+    # beside the pause: inserted ready, nothing more
+    assert written(lambda: enqueue_many("tests.noop", [{}] * 2000, queue="open")) == (2000, 0)
+    assert statuses("open") == {"ready": 2000}
+
+
+def test_the_pauses_are_read_once_per_statement_never_per_row_nor_joined():
+    ready_beside()
     assert flow.pause_queue("elsewhere")
     beside = planned_inside(lambda: enqueue_many("tests.noop", [{}] * 2000, queue="open"))
     assert flow.pause_queue("held")
     into = planned_inside(lambda: enqueue_many("tests.noop", [{}] * 2000, queue="held"))
+    keyed = planned_inside(
+        lambda: enqueue_many("tests.limited", [{"k": n % 50} for n in range(500)], queue="held")
+    )
     assert statuses("open") == {"ready": 2000}
-    assert statuses("held") == {"blocked": 2000}
-    assert set(Job.objects.filter(queue="held").values_list("blocked_by", flat=True)) == {"paused"}
-    for plan in beside + into:
-        # the inserted rows (the transition table) are never joined with the job table
-        assert not ("Named Tuplestore Scan" in plan and "pqjobs_job_hot" in plan), plan
-    # beside a pause: nothing to hold, no statement on the job table
-    assert not [plan for plan in beside if "blocked_by = 'paused'" in plan]
-    held = plan_of(into, "blocked_by = 'paused'")
-    assert "Index Scan using pqjobs_job_pkey" in held, held
-    assert "Seq Scan" not in held, held
+    assert statuses("held") == {"blocked": 2500}
+    for plans in (beside, into, keyed):
+        # one reading of the pauses, for the INSERT statement; none per row
+        reads = [plan for plan in plans if "pqjobs_pause" in plan]
+        assert len(reads) == 1, reads
+        assert "set_config('pqjobs.paused'" in reads[0], reads[0]
+        for plan in plans:
+            # no second write of the new rows, no join of the inserted rows with the table
+            assert "blocked_by = 'paused'" not in plan, plan
+            assert "Named Tuplestore Scan" not in plan, plan
 
 
 @pytest.mark.parametrize(

@@ -140,24 +140,28 @@ SELECT id, attempts, locked_at FROM pqjobs_job
 WHERE shelf = 'hot' AND status = 'running' AND locked_by = %s AND locked_at >= to_timestamp(%s)
 ORDER BY id
 
--- name: release_unheld
--- A worker gives back attempts marked as its own that it is not running (their end was lost:
--- a failover to a standby that had not received it, or a row changed behind its back).
--- Fenced on the claim itself (attempt number and claim time), so an attempt claimed again
--- since is left alone. Uncharged by allowing one more attempt, never by reusing its number,
--- as a rescue does; a cancel requested meanwhile is honoured.
+-- name: give_back
+-- Attempts given back while they run: by their worker, which is not running them (their end
+-- was lost: a failover to a standby that had not received it, or a row changed behind its
+-- back; fenced on the claim itself, attempt number and claim time, so an attempt claimed
+-- again since is left alone), or on an operator's word (fenced on the attempt number, the
+-- claim time NULL). Uncharged by allowing one more attempt, never by reusing its number: the
+-- worker that held it may still be alive, and its outcome must stay fenced off. A cancel
+-- requested meanwhile is honoured, as a rescue does. The attempt is recorded (outcome
+-- 'released'); %(on_job)s: the note is the job's last error too.
 WITH released AS (
     UPDATE pqjobs_job AS j
     SET status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE 'ready' END,
         max_attempts = LEAST(j.max_attempts::bigint + 1, 2147483647),
         run_after = now(),
         finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL THEN now() END,
-        last_error = %(note)s, error_type = %(error_type)s,
+        last_error = CASE WHEN %(on_job)s THEN %(note)s ELSE j.last_error END,
+        error_type = CASE WHEN %(on_job)s THEN %(error_type)s ELSE j.error_type END,
         heartbeat_at = NULL, updated_at = now()
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(claimed)s::timestamptz[])
         AS t(id, attempt, locked_at)
     WHERE j.shelf = 'hot' AND j.id = t.id AND j.status = 'running' AND j.locked_by = %(worker)s
-      AND j.attempts = t.attempt AND j.locked_at = t.locked_at
+      AND j.attempts = t.attempt AND (t.locked_at IS NULL OR j.locked_at = t.locked_at)
     RETURNING j.id, j.job_type, j.queue, j.status, t.attempt, j.locked_at
 ), recorded AS (
     INSERT INTO pqjobs_attempt

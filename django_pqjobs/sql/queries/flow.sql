@@ -17,26 +17,28 @@ WITH room AS (
     FROM pqjobs_rate r
     WHERE EXISTS (SELECT 1 FROM pqjobs_job b
                   WHERE b.shelf = 'hot' AND b.status = 'blocked' AND b.rate_key = r.key)
+), picked AS MATERIALIZED (
+    -- picked once: a subquery of the UPDATE's FROM may be run again, and each run would
+    -- lock and pick more
+    SELECT b.id FROM room, LATERAL (
+        SELECT count(*) AS n FROM (
+            SELECT 1 FROM pqjobs_job r
+            WHERE r.shelf = 'hot' AND r.status = 'ready' AND r.rate_key = room.key AND r.run_after <= now()
+            ORDER BY r.rate_key, r.priority DESC, r.run_after
+            LIMIT greatest(room.free, 0)
+        ) ready
+    ) ahead, LATERAL (
+        SELECT id FROM pqjobs_job
+        WHERE shelf = 'hot' AND status = 'blocked' AND blocked_by = 'rate' AND rate_key = room.key
+        ORDER BY priority DESC, run_after, id
+        LIMIT greatest(room.free - ahead.n, 0)
+        FOR UPDATE SKIP LOCKED
+    ) b
+    WHERE room.free > 0
 ), promoted AS (
     UPDATE pqjobs_job AS j
     SET status = 'ready', blocked_by = NULL, updated_at = now()
-    FROM (
-        SELECT b.id FROM room, LATERAL (
-            SELECT count(*) AS n FROM (
-                SELECT 1 FROM pqjobs_job r
-                WHERE r.shelf = 'hot' AND r.status = 'ready' AND r.rate_key = room.key AND r.run_after <= now()
-                ORDER BY r.rate_key, r.priority DESC, r.run_after
-                LIMIT greatest(room.free, 0)
-            ) ready
-        ) ahead, LATERAL (
-            SELECT id FROM pqjobs_job
-            WHERE shelf = 'hot' AND status = 'blocked' AND blocked_by = 'rate' AND rate_key = room.key
-            ORDER BY priority DESC, run_after, id
-            LIMIT greatest(room.free - ahead.n, 0)
-            FOR UPDATE SKIP LOCKED
-        ) b
-        WHERE room.free > 0
-    ) p
+    FROM picked p
     WHERE j.shelf = 'hot' AND j.id = p.id
     RETURNING j.queue
 )
@@ -68,27 +70,29 @@ WITH RECURSIVE held_keys AS (
         LIMIT 1
     ) nxt
     WHERE h.key IS NOT NULL
+), picked AS MATERIALIZED (
+    -- picked once: a subquery of the UPDATE's FROM may be run again, and each run would
+    -- lock and pick more
+    SELECT b.id FROM room, LATERAL (
+        SELECT count(*) AS n FROM (
+            SELECT 1 FROM pqjobs_job r
+            WHERE r.shelf = 'hot' AND r.status = 'ready' AND r.concurrency_key = room.key
+              AND r.run_after <= now()
+            ORDER BY r.concurrency_key, r.priority DESC, r.run_after
+            LIMIT greatest(room.free, 0)
+        ) ready
+    ) ahead, LATERAL (
+        SELECT id FROM pqjobs_job
+        WHERE shelf = 'hot' AND status = 'blocked' AND blocked_by = 'limit' AND concurrency_key = room.key
+        ORDER BY priority DESC, run_after, id
+        LIMIT greatest(room.free - ahead.n, 0)
+        FOR UPDATE SKIP LOCKED
+    ) b
+    WHERE room.free > 0
 ), promoted AS (
     UPDATE pqjobs_job AS j
     SET status = 'ready', blocked_by = NULL, updated_at = now()
-    FROM (
-        SELECT b.id FROM room, LATERAL (
-            SELECT count(*) AS n FROM (
-                SELECT 1 FROM pqjobs_job r
-                WHERE r.shelf = 'hot' AND r.status = 'ready' AND r.concurrency_key = room.key
-                  AND r.run_after <= now()
-                ORDER BY r.concurrency_key, r.priority DESC, r.run_after
-                LIMIT greatest(room.free, 0)
-            ) ready
-        ) ahead, LATERAL (
-            SELECT id FROM pqjobs_job
-            WHERE shelf = 'hot' AND status = 'blocked' AND blocked_by = 'limit' AND concurrency_key = room.key
-            ORDER BY priority DESC, run_after, id
-            LIMIT greatest(room.free - ahead.n, 0)
-            FOR UPDATE SKIP LOCKED
-        ) b
-        WHERE room.free > 0
-    ) p
+    FROM picked p
     WHERE j.shelf = 'hot' AND j.id = p.id
     RETURNING j.queue
 )
@@ -114,16 +118,21 @@ VALUES (%s, %s, now(), %s) ON CONFLICT (kind, name) DO NOTHING RETURNING id
 -- In the pause's transaction: its ready jobs leave the claim order now (a job a claim holds
 -- locked right now is that claim's; it starts, as it would a moment before the pause). At
 -- most %(most)s, so a pause stays quick: a bigger backlog's rest is held by the claims that
--- meet it, a thousand per statement.
-UPDATE pqjobs_job AS j
-SET status = 'blocked', blocked_by = 'paused', updated_at = now()
-WHERE j.shelf = 'hot' AND j.id IN (
+-- meet it, a thousand per statement. The jobs are picked once, in a CTE computed once
+-- (MATERIALIZED): in "id IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)" the planner may run
+-- the subquery more than once, each run locking and picking n more (5 held for a limit of
+-- 2, with autovacuum on).
+WITH picked AS MATERIALIZED (
     SELECT id FROM pqjobs_job
     WHERE shelf = 'hot' AND status = 'ready'
       AND CASE %(kind)s WHEN 'queue' THEN queue ELSE job_type END = %(name)s
     LIMIT %(most)s
     FOR UPDATE SKIP LOCKED
 )
+UPDATE pqjobs_job AS j
+SET status = 'blocked', blocked_by = 'paused', updated_at = now()
+FROM picked
+WHERE j.shelf = 'hot' AND j.id = picked.id
 
 -- name: resume
 DELETE FROM pqjobs_pause WHERE kind = %s AND name = %s RETURNING id

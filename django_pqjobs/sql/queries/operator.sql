@@ -85,29 +85,6 @@ FROM head
 WHERE j.shelf = 'hot' AND j.id = head.id
 RETURNING j.id, head.delayed
 
--- name: force_release
--- The attempt is given back by allowing one more, never by reusing its number: the worker
--- that held it may still be alive, and its outcome must stay fenced off. A cancel requested
--- meanwhile is honoured, as a rescue does.
-WITH released AS (
-    UPDATE pqjobs_job AS j
-    SET status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE 'ready' END,
-        max_attempts = LEAST(j.max_attempts::bigint + 1, 2147483647),
-        run_after = now(),
-        finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL THEN now() END,
-        heartbeat_at = NULL, updated_at = now()
-    WHERE j.shelf = 'hot' AND j.id = %(id)s AND j.status = 'running' AND j.locked_by = %(worker)s
-      AND j.attempts = %(attempt)s
-    RETURNING j.id, j.status, j.locked_at, j.queue
-), recorded AS (
-    INSERT INTO pqjobs_attempt
-        (job_id, attempt, worker_id, started_at, finished_at, outcome, error_type, traceback)
-    SELECT id, %(attempt)s, %(worker)s, locked_at, now(), 'released', 'ReleasedByOperator',
-           %(note)s
-    FROM released
-)
-SELECT status, queue FROM released
-
 -- name: delete
 WITH doomed AS (
     DELETE FROM pqjobs_job WHERE id = ANY(%s) AND status <> 'running'

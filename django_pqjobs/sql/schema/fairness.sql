@@ -48,10 +48,13 @@ BEGIN
 END
 $$;
 
+-- A job inserted held by a pause (enqueue_many writes it so: sql/schema/flow.sql) takes
+-- its turn as one inserted ready does, and keeps it while it is held.
 DROP TRIGGER IF EXISTS pqjobs_job_fair_turn ON :"schema".pqjobs_job_hot;
 CREATE TRIGGER pqjobs_job_fair_turn
     BEFORE INSERT ON :"schema".pqjobs_job_hot
     FOR EACH ROW
-    WHEN (NEW.fair_key IS NOT NULL AND NEW.fair_turn IS NULL AND NEW.status = 'ready'
+    WHEN (NEW.fair_key IS NOT NULL AND NEW.fair_turn IS NULL
+          AND (NEW.status = 'ready' OR NEW.blocked_by = 'paused')
           AND NEW.run_after <= now())
     EXECUTE FUNCTION :"schema".pqjobs_fair_turn();

@@ -83,7 +83,7 @@ REVOKE ALL ON FUNCTION :"schema".pqjobs_settle() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_note_changes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_flow_admit() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_flow_hold_paused() FROM PUBLIC;
-REVOKE ALL ON FUNCTION :"schema".pqjobs_flow_hold_retried() FROM PUBLIC;
+REVOKE ALL ON FUNCTION :"schema".pqjobs_flow_pauses_noted() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_flow_slot_freed() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_announce_finish() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_fair_turn() FROM PUBLIC;
