@@ -519,11 +519,11 @@ def graph_svg(graph: Graph, max_nodes: int = MAX_NODES) -> SafeString:
     """The graph, left to right: each node in a column after the nodes with edges to it
     (a longest-path layering), a column of many wrapped into sub-columns. Nodes are
     coloured by status and link to their pages; edges are arrows. At most ``max_nodes``
-    nodes (besides "more" nodes): those past it are counted in the picture's caption."""
-    nodes = [n for n in graph.nodes if n.kind == "more"]
-    drawn = [n for n in graph.nodes if n.kind != "more"][:max_nodes]
-    dropped = sum(1 for n in graph.nodes if n.kind != "more") - len(drawn)
-    nodes = drawn + nodes
+    jobs (besides batches and "more" nodes): those past it are counted in the caption."""
+    jobs = [n for n in graph.nodes if n.kind == "job"]
+    kept = {n.key for n in jobs[:max_nodes]}
+    dropped = len(jobs) - len(kept)
+    nodes = [n for n in graph.nodes if n.kind != "job" or n.key in kept]
     keys = {n.key for n in nodes}
     edges = [e for e in graph.edges if e.source in keys and e.target in keys]
     if not nodes:
