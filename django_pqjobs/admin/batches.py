@@ -243,8 +243,16 @@ class BatchAdmin(GuardedListAdmin):
         obj: Any = None,
     ) -> HttpResponse:
         if isinstance(obj, Batch):
-            alias = self.get_queryset(request).db
-            context.update(pictures.batch_pictures(obj.pk, obj.label, alias))
+            page = _page(obj)
+            context.update(
+                pictures.batch_pictures(
+                    obj.pk,
+                    obj.label,
+                    self.get_queryset(request).db,
+                    sum(page.by_status.values()),
+                    page.callback_jobs,
+                )
+            )
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     @admin.display(description="state")

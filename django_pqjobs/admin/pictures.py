@@ -755,6 +755,23 @@ _STEP_ROWS = """
 SELECT name, kind, started_at, finished_at, wake_at FROM pqjobs_step
 WHERE job_id = %s ORDER BY id LIMIT %s
 """
+# The first children of a job (through the partial index on parent_id; enqueued after their
+# parent, so only ids above it are looked at) and the jobs of the given ids (its parent, its
+# dependencies and dependents), each with its status and type.
+_AROUND = """
+(SELECT 'child', id, status, job_type FROM pqjobs_job
+ WHERE parent_id = %(id)s AND id > %(id)s ORDER BY id LIMIT %(limit)s)
+UNION ALL
+(SELECT 'near', id, status, job_type FROM pqjobs_job WHERE id = ANY(%(ids)s))
+"""
+# A batch's first members (through the partial index on batch_id), each with the first of
+# its dependencies (to draw those among the members).
+_MEMBERS = """
+SELECT j.id, j.status, j.job_type,
+       ARRAY(SELECT d.depends_on_id FROM pqjobs_dependency d WHERE d.job_id = j.id
+             ORDER BY d.depends_on_id LIMIT 8)
+FROM pqjobs_job j WHERE j.batch_id = %s ORDER BY j.id LIMIT %s
+"""
 # The child jobs a workflow's steps enqueued, by step name (the id only of the step's result).
 _CHILD_STEPS = """
 SELECT name, CASE WHEN result ->> 'job_id' ~ '^[0-9]{1,18}$' THEN (result ->> 'job_id')::bigint END
@@ -762,7 +779,7 @@ FROM pqjobs_step WHERE job_id = %s AND kind = 'child' ORDER BY id LIMIT %s
 """
 
 
-def _rows(alias: str, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+def _rows(alias: str, sql: str, params: Any) -> list[tuple[Any, ...]]:
     with connections[alias].cursor() as cursor:
         cursor.execute(sql, params)
         return list(cursor.fetchall())
@@ -798,21 +815,17 @@ def job_graph_svg(job: Job, alias: str, has_steps: bool) -> SafeString:
     links = composition.links_of(job)
     graph = Graph(label=f"jobs linked to job {job.pk}")
     me = f"job:{job.pk}"
-    children = list(
-        Job.objects.using(alias)
-        .filter(parent_id=job.pk, pk__gt=job.pk)
-        .order_by("pk")
-        .values_list("pk", "status", "job_type")[: MAX_NODES // 3 + 1]
-    )
     around = [j.id for j in links.dependencies.jobs + links.dependents.jobs]
     if job.parent_id:
         around.append(job.parent_id)
-    types: dict[int, tuple[str, str]] = {
-        pk: (status, job_type)
-        for pk, status, job_type in Job.objects.using(alias)
-        .filter(pk__in=around)
-        .values_list("pk", "status", "job_type")
-    }
+    children: list[tuple[int, str, str]] = []
+    types: dict[int, tuple[str, str]] = {}
+    for side, pk, status, job_type in _rows(
+        alias, _AROUND, {"id": job.pk, "limit": MAX_NODES // 3, "ids": around}
+    ):
+        if side == "child":
+            children.append((pk, status, job_type))
+        types[pk] = (status, job_type)
     if links.batch is not None:
         ref = links.batch
         graph.add(
@@ -865,7 +878,7 @@ def job_graph_svg(job: Job, alias: str, has_steps: bool) -> SafeString:
         if has_steps and children
         else {}
     )
-    for pk, status, job_type in children[: MAX_NODES // 3]:
+    for pk, status, job_type in children:
         graph.add(job_node(pk, status, job_type))
         step = step_of.get(pk)
         graph.link(me, f"job:{pk}", "child", f"child step {step}" if step else "child job")
@@ -874,52 +887,40 @@ def job_graph_svg(job: Job, alias: str, has_steps: bool) -> SafeString:
     return graph_svg(graph)
 
 
-def batch_pictures(batch_id: int, label: str, alias: str) -> dict[str, Any]:
+def batch_pictures(
+    batch_id: int,
+    label: str,
+    alias: str,
+    present: int,
+    callbacks: composition.Linked,
+) -> dict[str, Any]:
     """The batch page's graph (``pqjobs_graph``): the batch, its first ``MAX_NODES``
-    members (by id), the dependencies among them, the callback jobs its finishes enqueued,
-    and a node counting the members not drawn, a link to them all in the job list."""
-    members = list(
-        Job.objects.using(alias)
-        .filter(batch_id=batch_id)
-        .order_by("pk")
-        .values_list("pk", "status", "job_type")[:MAX_NODES]
-    )
-    total = sum(composition.members_by_status(alias, batch_id).values())
+    members (by id) and the dependencies among them (one query), the callback jobs its
+    finishes enqueued (``callbacks``, as the page read them), and a node counting the
+    members not drawn (``present``: the members in the job table, as the page counted
+    them), a link to them all in the job list."""
+    members = _rows(alias, _MEMBERS, [batch_id, MAX_NODES])
     graph = Graph(label=f"batch {batch_id} and its members")
     me = f"batch:{batch_id}"
-    graph.add(
-        Node(
-            me,
-            f"batch #{batch_id}",
-            clean(label, 26),
-            composition.batch_url(batch_id),
-            kind="batch",
-        )
-    )
-    ids = [pk for pk, _, _ in members]
-    for pk, status, job_type in members:
+    all_url = composition.job_list_url(batch__id__exact=batch_id)
+    graph.add(Node(me, f"batch #{batch_id}", label, composition.batch_url(batch_id), kind="batch"))
+    for pk, status, job_type, _ in members:
         graph.add(job_node(pk, status, job_type))
         graph.link(me, f"job:{pk}", "member", f"member of batch {batch_id}")
-    if ids:
-        for job_id, depends_on in _rows(
-            alias,
-            "SELECT job_id, depends_on_id FROM pqjobs_dependency "
-            "WHERE job_id = ANY(%s) AND depends_on_id = ANY(%s) LIMIT %s",
-            [ids, ids, MAX_NODES * 4],
-        ):
-            graph.link(f"job:{depends_on}", f"job:{job_id}", "depends", "depends on")
-    if total > len(members):
-        url = composition.job_list_url(batch__id__exact=batch_id)
-        graph.add(more_node("members", total - len(members), url))
+    for pk, _, _, depends_on in members:
+        for other in depends_on or ():
+            graph.link(f"job:{other}", f"job:{pk}", "depends", "depends on")
+    more = max(present - len(members), 0)
+    if more:
+        graph.add(more_node("members", more, all_url))
         graph.link(me, "more:members", "more")
-    callbacks = composition.callback_jobs(alias, batch_id)
     for linked in callbacks.jobs[:6]:
         graph.add(job_node(linked.id, linked.status, linked.job_type))
         graph.link(me, f"job:{linked.id}", "callback", "a callback of the batch")
     return {
         "pqjobs_graph": graph_svg(graph),
-        "pqjobs_graph_more": max(total - len(members), 0),
-        "pqjobs_graph_more_url": composition.job_list_url(batch__id__exact=batch_id),
+        "pqjobs_graph_more": more,
+        "pqjobs_graph_more_url": all_url,
     }
 
 
