@@ -166,7 +166,7 @@ def job_spans(
     for start, end, kind, outcome, number in runs:
         gap_kind, gap_label = _GAP_AFTER.get(after, ("retry-wait", "waited to retry"))
         if not after:
-            gap_kind, gap_label = "queued", "waited for a worker"
+            gap_kind, gap_label = "queued", "waited to start"
         if start > waited_from:
             spans.append(Span(waited_from, start, gap_kind, gap_label))
         worker = f"on {clean(_worker_of(job, number, attempts), TITLE_CHARS)}"

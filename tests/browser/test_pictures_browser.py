@@ -79,7 +79,7 @@ def test_a_job_page_shows_its_timeline_and_a_graph_node_opens_that_job(
             timeline = page.locator("svg.pqjobs-job-timeline")
             expect(timeline).to_be_visible()
             expect(timeline).to_contain_text("attempt 1: done")
-            expect(timeline).to_contain_text("waited for a worker")
+            expect(timeline).to_contain_text("waited to start")
             drawn = page.locator("svg.pqjobs-graph")
             expect(drawn).to_be_visible()
             node = drawn.locator(f'a[data-key="job:{ids["broken"]}"]')

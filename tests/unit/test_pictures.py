@@ -78,7 +78,7 @@ def test_a_jobs_timeline_has_its_waits_attempts_steps_and_actions_in_order():
     spans = job_spans(a_job(), attempts, steps, [Event()], now=at(200))
     assert [(s.kind, s.label) for s in spans] == [
         ("created", "created"),
-        ("queued", "waited for a worker"),
+        ("queued", "waited to start"),
         ("attempt-failed", "attempt 1: error"),
         ("retry-wait", "waited to retry"),
         ("operator", "retried by alice"),
