@@ -142,11 +142,13 @@ def job_spans(
     steps: Sequence[StepRow],
     events: Iterable[Any],
     now: datetime,
+    earlier: int = 0,
 ) -> list[Span]:
     """A job's timeline, oldest first: created; each wait (in the queue, before a retry,
     snoozed, parked, blocked, for its dependencies); each attempt; each workflow step,
     sleep, wait for a signal or for a child job; each operator action (``events``: rows of
-    ``audit.job_events``); how it finished."""
+    ``audit.job_events``); how it finished. ``earlier``: how many attempts before
+    ``attempts`` the history holds (the job page reads the latest ones)."""
     spans = [Span(job.created_at, None, "created", "created", f"queue {job.queue}")]
     recorded = {a.attempt for a in attempts}
     runs: list[tuple[datetime, datetime | None, str, str, int]] = []
@@ -165,7 +167,9 @@ def job_spans(
     waited_from, after = job.created_at, ""
     for start, end, kind, outcome, number in runs:
         gap_kind, gap_label = _GAP_AFTER.get(after, ("retry-wait", "waited to retry"))
-        if not after:
+        if not after and earlier:
+            gap_kind, gap_label = "retry-wait", f"{earlier} earlier attempts (not drawn)"
+        elif not after:
             gap_kind, gap_label = "queued", "waited to start"
         if start > waited_from:
             spans.append(Span(waited_from, start, gap_kind, gap_label))
@@ -385,9 +389,9 @@ def timeline_svg(spans: Sequence[Span], now: datetime, time_zone: str = "") -> S
         '<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" '
         'style="max-width:100%;height:auto" class="pqjobs-chart pqjobs-job-timeline" '
         'role="img" aria-label="{}">'
-        '<rect width="100%" height="100%" style="{}"/>{}{}'
+        '<rect width="100%" height="100%" style="{}"/>{}'
         '<g class="pqjobs-chart-axis" font-size="10" style="{}">'
-        '<line x1="{}" x2="{}" y1="{}" y2="{}" style="{}"/>{}</g>{}</svg>',
+        '<line x1="{}" x2="{}" y1="{}" y2="{}" style="{}"/>{}</g>{}{}</svg>',
         width,
         height,
         width,
@@ -395,7 +399,6 @@ def timeline_svg(spans: Sequence[Span], now: datetime, time_zone: str = "") -> S
         f"the job's timeline: {len(shown)} events{zone}",
         _BACKGROUND,
         earlier,
-        format_html_join("", "{}", ((r,) for r in rows)),
         _TEXT,
         label_w,
         width,
@@ -403,6 +406,7 @@ def timeline_svg(spans: Sequence[Span], now: datetime, time_zone: str = "") -> S
         plot_bottom,
         _LINE,
         ticks,
+        format_html_join("", "{}", ((r,) for r in rows)),  # over the axis' grid lines
         now_line,
     )
 
@@ -542,6 +546,9 @@ def graph_svg(graph: Graph, max_nodes: int = MAX_NODES) -> SafeString:
         columns.setdefault(layer[n.key], []).append(n)
     node_w, node_h, gap_x, gap_y, pad, per_column = 150, 32, 44, 10, 10, 10
     place: dict[str, tuple[float, float]] = {}
+    # a column wrapped into sub-columns: its left edge, top and bottom (edges from one
+    # node to many of its nodes are drawn as one arrow to a bracket beside it)
+    wrapped: dict[int, tuple[float, float, float]] = {}
     x = pad
     tallest = 0
     for number in sorted(columns):
@@ -551,10 +558,35 @@ def graph_svg(graph: Graph, max_nodes: int = MAX_NODES) -> SafeString:
         for i, n in enumerate(column):
             sub_column, row = divmod(i, per_column)
             place[n.key] = (x + sub_column * (node_w + 12), pad + row * (node_h + gap_y))
+        if len(column) > per_column:
+            wrapped[number] = (x, pad, pad + rows * (node_h + gap_y) - gap_y)
         x += math.ceil(len(column) / per_column) * (node_w + 12) - 12 + gap_x
     width = int(x - gap_x + pad)
     height = int(pad * 2 + tallest * (node_h + gap_y) - gap_y) + (16 if dropped else 0)
     lines = []
+    buses: dict[tuple[str, int], list[Edge]] = {}
+    for e in edges:
+        if layer[e.target] in wrapped and e.kind in ("member", "callback", "more", "child"):
+            buses.setdefault((e.source, layer[e.target]), []).append(e)
+    for (source, number), bus in buses.items():
+        if len(bus) < 2:
+            continue
+        sx, sy = place[source]
+        left, top, bottom = wrapped[number]
+        x1, y1, x2, y2 = sx + node_w, sy + node_h / 2, left - 8, (top + bottom) / 2
+        bend = max((x2 - x1) / 2, 10)
+        lines.append(
+            (
+                # the bracket, then the arrow to it (the path's end takes the arrowhead)
+                f"M{x2 + 4:.1f} {top:.1f}L{x2:.1f} {top:.1f}L{x2:.1f} {bottom:.1f}"
+                f"L{x2 + 4:.1f} {bottom:.1f}M{x1:.1f} {y1:.1f}C{x1 + bend:.1f} {y1:.1f} "
+                f"{x2 - bend:.1f} {y2:.1f} {x2:.1f} {y2:.1f}",
+                _EDGE_COLOURS.get(bus[0].kind, "#4a5568"),
+                bus[0].kind,
+                clean(f"{bus[0].title or bus[0].kind}: {len(bus)} drawn", TITLE_CHARS),
+            )
+        )
+        edges = [e for e in edges if e not in bus]
     for e in edges:
         sx, sy = place[e.source]
         tx, ty = place[e.target]
@@ -609,7 +641,8 @@ def graph_svg(graph: Graph, max_nodes: int = MAX_NODES) -> SafeString:
 
 def _node_box(node: Node, x: float, y: float, w: int, h: int) -> SafeString:
     if node.kind == "more":
-        fill, text_style, outline = "none", _STRONG_TEXT, "stroke-dasharray:4 3;" + _LINE
+        fill, text_style = "#fff", _STRONG_TEXT  # (filled: the whole box takes the click)
+        outline = "fill: var(--body-bg, #fff);stroke-dasharray:4 3;" + _LINE
     elif node.kind == "batch":
         fill, text_style, outline = BATCH_COLOUR, "fill:#fff", "stroke:none"
     else:
@@ -801,7 +834,7 @@ def job_pictures(job: Job, alias: str, now: datetime | None = None) -> dict[str,
         if page.has_steps
         else []
     )
-    spans = job_spans(job, attempts, steps, page.events, now)
+    spans = job_spans(job, attempts, steps, page.events, now, page.attempts_not_shown)
     zone = timezone.localtime(now).strftime("%Z")
     return {
         "pqjobs_timeline": timeline_svg(spans, now, zone),

@@ -19,7 +19,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.db.models.functions import Now
 
-from django_pqjobs import JobGraph, enqueue_job
+from django_pqjobs import JobGraph, batch, enqueue_job
 from django_pqjobs.models import Job
 from django_pqjobs.testing import drain
 
@@ -178,5 +178,54 @@ def test_the_dashboard_and_the_job_list_update_live_and_pause(sync_api, live_ser
             page.locator(".breadcrumbs .pqjobs-live-toggle").click()  # Resume
             expect(row.locator(".field-status_cell")).to_contain_text("failed", timeout=REFRESH_MS)
             assert page.evaluate("window.notReloaded === true")
+        finally:
+            context.close()
+
+
+def test_a_workflows_timeline_and_a_batch_graph_whose_node_opens_a_member(
+    sync_api,  # noqa: F811
+    live_server,
+    tmp_path,
+):
+    User.objects.create_user("oncall", password="pw-oncall", is_superuser=True, is_staff=True)
+    flow = enqueue_job("tests.workflow", {"order": "o-7"})
+    drain()  # charge and provision, then parked in its durable sleep
+    with batch(label="nightly <invoices> & co") as b:
+        for n in range(60):
+            enqueue_job("tests.noop", {"n": n})
+        failing = enqueue_job("tests.permanent")
+    drain()
+    with sync_api.sync_playwright() as playwright:
+        context, page = logged_in_page(
+            sync_api, playwright, tmp_path, live_server, viewport=VIEWPORT
+        )
+        try:
+            expect = sync_api.expect
+            page.goto(f"{live_server.url}/admin/django_pqjobs/job/{flow}/change/")
+            timeline = page.locator("svg.pqjobs-job-timeline")
+            expect(timeline).to_contain_text("attempt 1: parked")
+            expect(timeline).to_contain_text("step charge")
+            expect(timeline).to_contain_text("sleep cool-off: waiting")
+            timeline.scroll_into_view_if_needed()
+            shot(page, "pictures-workflow-timeline")
+
+            page.goto(f"{live_server.url}/admin/django_pqjobs/batch/{b.id}/change/")
+            drawn = page.locator("svg.pqjobs-graph")
+            expect(drawn).to_contain_text("+13 more")  # 61 members, 48 drawn
+            expect(drawn.locator("a.pqjobs-node-batch")).to_contain_text("nightly <invoices>")
+            drawn.scroll_into_view_if_needed()
+            shot(page, "pictures-batch-graph")
+            more = drawn.locator("a.pqjobs-node-more")
+            expect(more).to_have_attribute("href", re.compile(rf"batch__id__exact={b.id}$"))
+            # the failed member is the 61st: not drawn, a click on "more" lists it
+            more.click()
+            expect(page).to_have_url(re.compile(rf"batch__id__exact={b.id}$"))
+            page.goto(f"{live_server.url}/admin/django_pqjobs/batch/{b.id}/change/")
+            first = page.locator("svg.pqjobs-graph a.pqjobs-node-job").first
+            key = first.get_attribute("data-key") or ""
+            first.click()
+            expect(page).to_have_url(re.compile(rf"/job/{key.split(':')[1]}/change/$"))
+            expect(page.locator("svg.pqjobs-graph")).to_contain_text(f"batch #{b.id}")
+            assert failing > int(key.split(":")[1])
         finally:
             context.close()

@@ -197,3 +197,10 @@ def test_clean_keeps_the_end_of_a_dotted_name():
     assert pictures.clean("a" * 50 + ".tasks.send", 12, keep_end=True) == "….tasks.send"
     assert pictures.clean("\x00ab", 10) == "\\x00ab"
     assert pictures.clean("x" * 40, 10) == "xxxxxxxxx…"
+
+
+def test_attempts_the_page_did_not_read_are_not_taken_for_a_first_wait():
+    attempts = [AttemptRow(21, "error", at(10), at(20), "web-1")]
+    job = a_job(status="failed", attempts=21, locked_at=at(10), finished_at=at(20))
+    spans = job_spans(job, attempts, [], [], now=at(30), earlier=20)
+    assert (spans[1].kind, spans[1].label) == ("retry-wait", "20 earlier attempts (not drawn)")
