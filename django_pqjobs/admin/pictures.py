@@ -302,7 +302,7 @@ def timeline_svg(spans: Sequence[Span], now: datetime, time_zone: str = "") -> S
             tooltip = f"{label}: {start_text}"
         else:
             end_text = "now (still going)" if span.ongoing else display.absolute(span.end)
-            took = _span_duration((span.end - span.start).total_seconds())
+            took = _span_duration(max((span.end - span.start).total_seconds(), 0.0))
             tooltip = f"{label}: {start_text} → {end_text} ({took})"
         if span.note:
             tooltip += f"; {clean(span.note, TITLE_CHARS)}"
@@ -332,7 +332,7 @@ def timeline_svg(spans: Sequence[Span], now: datetime, time_zone: str = "") -> S
                 f"{x1 + 4:.1f}",
                 y + row_h - 5,
                 _TEXT,
-                _span_duration((span.end - span.start).total_seconds()),
+                _span_duration(max((span.end - span.start).total_seconds(), 0.0)),
                 "…" if span.ongoing else "",
             )
         rows.append(

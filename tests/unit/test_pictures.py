@@ -204,3 +204,11 @@ def test_attempts_the_page_did_not_read_are_not_taken_for_a_first_wait():
     job = a_job(status="failed", attempts=21, locked_at=at(10), finished_at=at(20))
     spans = job_spans(job, attempts, [], [], now=at(30), earlier=20)
     assert (spans[1].kind, spans[1].label) == ("retry-wait", "20 earlier attempts (not drawn)")
+
+
+def test_a_span_ending_before_it_starts_draws_no_negative_duration():
+    # the page's clock a little behind the database's: "now" before an attempt's start
+    svg = timeline_svg([Span(at(10), at(9), "attempt-running", "attempt 1: running")], at(9))
+    root = parsed(svg)
+    assert not any(t.startswith("-") for t in texts(root)), texts(root)
+    assert all(float(r.get("width", "1")) >= 0 for r in root.iter(f"{SVG}rect"))
