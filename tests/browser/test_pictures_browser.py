@@ -101,6 +101,7 @@ def test_a_job_page_shows_its_timeline_and_a_graph_node_opens_that_job(
             context.close()
 
 
+@pytest.mark.slow  # waits for the pages' 5 s refreshes
 def test_the_dashboard_and_the_job_list_update_live_and_pause(sync_api, live_server, tmp_path):  # noqa: F811
     User.objects.create_user("oncall", password="pw-oncall", is_superuser=True, is_staff=True)
     first = enqueue_job("tests.noop", queue="emails")
