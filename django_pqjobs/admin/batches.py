@@ -27,7 +27,7 @@ from ..models import Batch, Job
 from ..options import NAME_MAX_LENGTH
 from ..redaction import may_see_secrets, redact
 from ..statuses import BATCH_CALLBACKS, JobStatus
-from . import composition, display
+from . import composition, display, pictures
 from .changelist import GuardedListAdmin, RefusedQuery
 from .jobs import shows_data
 from .pagination import EstimatedCountPaginator
@@ -232,6 +232,28 @@ class BatchAdmin(GuardedListAdmin):
     ) -> HttpResponse:
         extra = {"title": "View batch", **(extra_context or {})}
         return super().change_view(request, object_id, form_url, extra)
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Any = None,
+    ) -> HttpResponse:
+        if isinstance(obj, Batch):
+            page = _page(obj)
+            context.update(
+                pictures.batch_pictures(
+                    obj.pk,
+                    obj.label,
+                    self.get_queryset(request).db,
+                    sum(page.by_status.values()),
+                    page.callback_jobs,
+                )
+            )
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     @admin.display(description="state")
     def state(self, batch: Batch) -> SafeString | str:

@@ -52,6 +52,7 @@ from . import (
     display,
     excerpts,
     flowcontrol,
+    pictures,
     reasons,
     timeline,
     workflow,
@@ -1031,6 +1032,8 @@ class JobAdmin(GuardedListAdmin):
         obj: Any = None,
     ) -> HttpResponse:
         context["can_delete_job"] = obj is not None and self.has_delete_permission(request, obj)
+        if isinstance(obj, Job):
+            context.update(pictures.job_pictures(obj, conf.DATABASE))
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     # --- the dashboard, and Pause / Resume ---------------------------------------------------
@@ -1055,6 +1058,9 @@ class JobAdmin(GuardedListAdmin):
             "fair_keys_url": self._fair_keys_url(request),
             "stale_timeout": conf.STALE_TIMEOUT,
             "live_after": monitoring.live_after(),
+            **pictures.dashboard_pictures(
+                numbers.active, reverse("admin:django_pqjobs_job_changelist")
+            ),
         }
         return TemplateResponse(request, "admin/django_pqjobs/job/dashboard.html", context)
 

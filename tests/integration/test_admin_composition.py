@@ -143,9 +143,12 @@ def test_the_batch_page_counts_members_by_status_and_links_them_without_listing_
     assert f'href="{members}"' in html
     assert "3 members: 1 done, 1 failed, 0 cancelled" in html
     assert "open: 1 of 3 members not finished" in html
-    # The page counts; it links no member.
+    # The page counts; it links no member but in its graph (of a bounded number of them).
+    graph = re.search(r'<svg[^>]*class="[^"]*pqjobs-graph.*?</svg>', html, flags=re.S)
+    assert graph is not None
     for member in (failing, done, later):
-        assert job_url(member) not in html
+        assert job_url(member) not in html.replace(graph.group(0), "")
+        assert job_url(member) in graph.group(0)
 
     # The links list the members of that status.
     assert listed_job_ids(page(viewer, members)) == {failing, done, later}
@@ -166,7 +169,9 @@ def test_the_batch_page_reads_members_in_one_group_by_whatever_their_number(view
     few, many = queries(small.id), queries(large.id)
     assert len(few) == len(many)
     on_members = [sql for sql in many if "batch_id" in sql and "pqjobs_job" in sql]
-    assert len(on_members) == 1 and "GROUP BY status" in on_members[0]
+    # the count by status, and the first members its graph draws (a bounded number)
+    assert len(on_members) == 2 and "GROUP BY status" in on_members[0]
+    assert "ORDER BY j.id LIMIT" in on_members[1]
     assert "400 members: 0 done" in page(viewer, batch_url(large.id))
 
 
