@@ -74,6 +74,9 @@ GROUP BY locked_by
 """
 
 
+FAILING_SHOWN = 8  # job types in the dashboard's "Failures" at its top
+
+
 @dataclass
 class Dashboard:
     now: datetime
@@ -90,6 +93,16 @@ class Dashboard:
     aging: list[tuple[str, str]] = field(default_factory=list)
     # the fair-shared queues: {"queue", "ready_with_key", "declared_by"}, by queue
     fair: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failing(self) -> list[dict[str, Any]]:
+        """The job types with failed jobs in the last 24 h, the most failures first."""
+        return [row for row in self.by_type if row["failed"]][:FAILING_SHOWN]
+
+    @property
+    def stale_workers(self) -> list[dict[str, Any]]:
+        """The workers not live (their heartbeat too old), by the rule jobs_health uses."""
+        return [w for w in self.workers if not w["live"]]
 
     @property
     def lag_seconds(self) -> float | None:

@@ -36,7 +36,7 @@ from django.views.decorators.http import require_POST
 from .. import flow, monitoring, operations
 from ..conf import conf
 from ..errors import InvalidJobOption, PayloadError
-from ..models import FairWeight, Job, JobAttempt, JobQuerySet, Step, WorkerRecord
+from ..models import Dashboard, FairWeight, Job, JobAttempt, JobQuerySet, Step, WorkerRecord
 from ..options import UNIQUE_STATE_BITS
 from ..printable import counted
 from ..redaction import may_see_secrets, redact
@@ -1188,6 +1188,44 @@ class JobAdmin(GuardedListAdmin):
         text, level = flowcontrol.pause_or_resume(request, verb == "pause", actions.actor(request))
         self.message_user(request, text, level)
         return HttpResponseRedirect(reverse("admin:django_pqjobs_job_dashboard"))
+
+
+@admin.register(Dashboard)
+class DashboardAdmin(admin.ModelAdmin):
+    """The dashboard's entry in the admin's index and navigation sidebar (``Dashboard``, a
+    proxy of Job): its one page is the dashboard, shown to whoever may view jobs."""
+
+    def _jobs(self) -> JobAdmin:
+        return cast(JobAdmin, self.admin_site.get_model_admin(Job))
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self._jobs().has_module_permission(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and self._jobs().has_view_permission(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "",
+                self.admin_site.admin_view(self.changelist_view),
+                name="django_pqjobs_dashboard_changelist",
+            )
+        ]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return self._jobs().dashboard_view(request)
 
 
 def _task_call(job: Job) -> SafeString | str:
