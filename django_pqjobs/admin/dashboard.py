@@ -16,7 +16,7 @@ from ..clock import database_now
 from ..conf import conf
 from ..registry import registry
 from ..statuses import FINISHED_STATUSES
-from .display import absolute, moment
+from .display import moment
 
 _PER_MINUTE = """
 SELECT date_trunc('minute', finished_at) AS minute,
@@ -269,16 +269,13 @@ def _groups(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _age(moment: datetime | None, seconds: float) -> SafeString:
-    """``8 s ago``, the time itself on hover."""
-    if moment is None:
-        return format_html("{} s ago", f"{seconds:.0f}")
-    return format_html(
-        '<time datetime="{}" title="{}">{} s ago</time>',
-        moment.isoformat(),
-        absolute(moment),
-        f"{seconds:.0f}",
-    )
+def _age(at: datetime | None, seconds: float) -> SafeString | str:
+    """A heartbeat as the console shows a time (``moment``), its age in seconds: the
+    worker's liveness is judged by it."""
+    age = f"{seconds:.0f} s ago"
+    if at is None:
+        return age
+    return moment(at, age)
 
 
 # The chart takes the admin's colours (light and dark themes) where it can.

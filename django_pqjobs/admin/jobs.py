@@ -353,14 +353,17 @@ class JobAdmin(GuardedListAdmin):
 
     @admin.display(description="job type", ordering="job_type")
     def job_type_cell(self, job: Job) -> SafeString:
-        """The job type (a task's path), a task's call under it, then the queue."""
+        """The job type (a task's path) on one line, never broken at its dots (cut short
+        with its whole name on hover when the column is narrower); under it the queue, the
+        priority and a task's call."""
         priority = f" · priority {job.priority}" if job.priority else ""
         return format_html(
-            '{}{}<span class="pqjobs-sub">{}{}</span>',
-            display.breakable(job.job_type),
-            _task_call(job),
+            '<span class="pqjobs-type" title="{}">{}</span><span class="pqjobs-sub">{}{}{}</span>',
+            job.job_type,
+            job.job_type,
             job.queue,
             priority,
+            _task_call(job),
         )
 
     @admin.display(description="status")
@@ -410,19 +413,15 @@ class JobAdmin(GuardedListAdmin):
         """Ready and blocked: when it is due; waiting: after its dependencies, or (a parked
         workflow) when it wakes; running: since when; finished: when, and how long it ran."""
         if job.status == "running":
-            return format_html("started {}", display.since(job.locked_at))
+            return display.moment_lines(job.locked_at, "started")
         if job.finished_at is not None and job.status in FINISHED_STATUSES:
             took = display.duration(job.duration_ms) if job.duration_ms is not None else ""
-            return format_html(
-                "{}{}",
-                display.since(job.finished_at),
-                format_html('<span class="pqjobs-sub">took {}</span>', took) if took else "",
-            )
+            return display.moment_lines(job.finished_at, after=f"took {took}" if took else "")
         if job.status == "waiting" and job.waiting_for == 0:
-            return format_html("wakes {}", display.since(job.run_after))
+            return display.moment_lines(job.run_after, "wakes")
         if job.status == "waiting":
             return "after its dependencies"
-        return format_html("due {}", display.since(job.run_after))
+        return display.moment_lines(job.run_after, "due")
 
     @admin.display(description="duration")
     def duration(self, job: Job) -> str:
@@ -1241,7 +1240,7 @@ def _task_call(job: Job) -> SafeString | str:
         call = describe_call(job.job_type, value, limit=TASK_CALL_CHARS)
     except (ValueError, RecursionError):
         return ""  # not JSON this page can parse
-    return format_html('<span class="pqjobs-sub pqjobs-call">{}</span>', call) if call else ""
+    return format_html(' · <span class="pqjobs-call">{}</span>', call) if call else ""
 
 
 def _has_error(job: Any) -> bool:
