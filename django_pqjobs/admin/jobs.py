@@ -354,16 +354,16 @@ class JobAdmin(GuardedListAdmin):
     @admin.display(description="job type", ordering="job_type")
     def job_type_cell(self, job: Job) -> SafeString:
         """The job type (a task's path) on one line, never broken at its dots (cut short
-        with its whole name on hover when the column is narrower); under it the queue, the
-        priority and a task's call."""
+        with its whole name on hover when the column is narrower); under it a task's call,
+        then the queue and the priority."""
         priority = f" · priority {job.priority}" if job.priority else ""
         return format_html(
-            '<span class="pqjobs-type" title="{}">{}</span><span class="pqjobs-sub">{}{}{}</span>',
+            '<span class="pqjobs-type" title="{}">{}</span>{}<span class="pqjobs-sub">{}{}</span>',
             job.job_type,
             job.job_type,
+            _task_call(job),
             job.queue,
             priority,
-            _task_call(job),
         )
 
     @admin.display(description="status")
@@ -1240,7 +1240,7 @@ def _task_call(job: Job) -> SafeString | str:
         call = describe_call(job.job_type, value, limit=TASK_CALL_CHARS)
     except (ValueError, RecursionError):
         return ""  # not JSON this page can parse
-    return format_html(' · <span class="pqjobs-call">{}</span>', call) if call else ""
+    return format_html('<span class="pqjobs-sub pqjobs-call">{}</span>', call) if call else ""
 
 
 def _has_error(job: Any) -> bool:
