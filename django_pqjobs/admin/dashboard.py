@@ -270,11 +270,11 @@ def _groups(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _age(at: datetime | None, seconds: float) -> SafeString | str:
-    """A heartbeat as the console shows a time (``moment``), its age in seconds: the
-    worker's liveness is judged by it."""
-    age = f"{seconds:.0f} s ago"
+    """A heartbeat as the console shows a time (``moment``), its age in seconds while
+    that is short (a worker's liveness is judged by it), as any age after that."""
+    age = f"{seconds:.0f} s ago" if seconds < 600 or at is None else None  # else "12 min ago"
     if at is None:
-        return age
+        return str(age)
     return moment(at, age)
 
 

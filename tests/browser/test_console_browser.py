@@ -77,7 +77,11 @@ def test_a_failed_jobs_error_payload_and_attempts_are_on_its_first_screen(
     sync_api, live_server, tmp_path
 ):
     operator()
-    job_id = enqueue_job("tests.permanent", {"card": "4242", "order": 42}, max_attempts=1)
+    # a payload of some size: it scrolls in its own box, the attempts stay in view
+    lines = [{"sku": f"sku-{n}", "quantity": n} for n in range(40)]
+    job_id = enqueue_job(
+        "tests.permanent", {"card": "4242", "order": 42, "lines": lines}, max_attempts=1
+    )
     drain()
     assert Job.objects.get(pk=job_id).status == "failed"
     with sync_api.sync_playwright() as playwright:
