@@ -482,6 +482,18 @@ class Job(models.Model):
         return f"{self.job_type} #{self.id} ({self.status})"
 
 
+class Dashboard(Job):
+    """The job queue's dashboard as an entry of the admin's model lists (its index and its
+    navigation sidebar): a proxy of :class:`Job` with no table of its own. Its admin shows the
+    dashboard (``admin/dashboard.py``) to whoever may view jobs."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "dashboard"
+        verbose_name_plural = "dashboard"
+        default_permissions = ()
+
+
 class JobAttempt(models.Model):
     """One attempt of a job that did not succeed. Every failure is kept, not only the last."""
 

@@ -16,7 +16,7 @@ from ..clock import database_now
 from ..conf import conf
 from ..registry import registry
 from ..statuses import FINISHED_STATUSES
-from .display import absolute, moment
+from .display import moment
 
 _PER_MINUTE = """
 SELECT date_trunc('minute', finished_at) AS minute,
@@ -74,6 +74,9 @@ GROUP BY locked_by
 """
 
 
+FAILING_SHOWN = 8  # job types in the dashboard's "Failures" at its top
+
+
 @dataclass
 class Dashboard:
     now: datetime
@@ -90,6 +93,16 @@ class Dashboard:
     aging: list[tuple[str, str]] = field(default_factory=list)
     # the fair-shared queues: {"queue", "ready_with_key", "declared_by"}, by queue
     fair: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failing(self) -> list[dict[str, Any]]:
+        """The job types with failed jobs in the last 24 h, the most failures first."""
+        return [row for row in self.by_type if row["failed"]][:FAILING_SHOWN]
+
+    @property
+    def stale_workers(self) -> list[dict[str, Any]]:
+        """The workers not live (their heartbeat too old), by the rule jobs_health uses."""
+        return [w for w in self.workers if not w["live"]]
 
     @property
     def lag_seconds(self) -> float | None:
@@ -256,16 +269,13 @@ def _groups(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _age(moment: datetime | None, seconds: float) -> SafeString:
-    """``8 s ago``, the time itself on hover."""
-    if moment is None:
-        return format_html("{} s ago", f"{seconds:.0f}")
-    return format_html(
-        '<time datetime="{}" title="{}">{} s ago</time>',
-        moment.isoformat(),
-        absolute(moment),
-        f"{seconds:.0f}",
-    )
+def _age(at: datetime | None, seconds: float) -> SafeString | str:
+    """A heartbeat as the console shows a time (``moment``), its age in seconds while
+    that is short (a worker's liveness is judged by it), as any age after that."""
+    age = f"{seconds:.0f} s ago" if seconds < 600 or at is None else None  # else "12 min ago"
+    if at is None:
+        return str(age)
+    return moment(at, age)
 
 
 # The chart takes the admin's colours (light and dark themes) where it can.

@@ -78,15 +78,33 @@ def absolute(value: datetime) -> str:
     return local.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
 
 
-def moment(value: datetime | None) -> SafeString | str:
-    """A point in time as :func:`absolute` writes it, the relative time on hover."""
+def moment(value: datetime | None, age: str | None = None) -> SafeString | str:
+    """A point in time, the one way the console shows one: as :func:`absolute` writes it
+    (with its zone), then its age (:func:`relative`, or ``age`` when the caller knows it
+    better): ``2026-11-23 16:41:06 UTC (3 min ago)``."""
     if value is None:
         return "-"
     return format_html(
-        '<time datetime="{}" title="{}">{}</time>',
+        '<time datetime="{}">{}</time> <span class="pqjobs-age">({})</span>',
         value.isoformat(),
-        relative(value),
         absolute(value),
+        relative(value) if age is None else age,
+    )
+
+
+def moment_lines(value: datetime | None, verb: str = "", after: str = "") -> SafeString | str:
+    """:func:`moment` on two lines, for a narrow list column: the time with its zone, then
+    its age (``verb`` before it, ``after`` after it: ``due in 4 min``, ``3 min ago · took
+    1.2 s``)."""
+    if value is None:
+        return "-"
+    age = " ".join(part for part in (verb, relative(value)) if part)
+    return format_html(
+        '<time datetime="{}">{}</time><span class="pqjobs-sub pqjobs-age">{}{}</span>',
+        value.isoformat(),
+        absolute(value),
+        age,
+        f" · {after}" if after else "",
     )
 
 
@@ -98,18 +116,6 @@ def moment_column(field: str, description: str) -> Callable[[Any, Any], SafeStri
         return moment(getattr(obj, field))
 
     return column
-
-
-def since(value: datetime | None) -> SafeString | str:
-    """A relative time ("3 min ago", "in 1 h"), the absolute one on hover."""
-    if value is None:
-        return "-"
-    return format_html(
-        '<time datetime="{}" title="{}">{}</time>',
-        value.isoformat(),
-        absolute(value),
-        relative(value),
-    )
 
 
 def relative(moment: datetime | None, now: datetime | None = None) -> str:

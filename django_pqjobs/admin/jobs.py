@@ -36,7 +36,7 @@ from django.views.decorators.http import require_POST
 from .. import flow, monitoring, operations
 from ..conf import conf
 from ..errors import InvalidJobOption, PayloadError
-from ..models import FairWeight, Job, JobAttempt, JobQuerySet, Step, WorkerRecord
+from ..models import Dashboard, FairWeight, Job, JobAttempt, JobQuerySet, Step, WorkerRecord
 from ..options import UNIQUE_STATE_BITS
 from ..printable import counted
 from ..redaction import may_see_secrets, redact
@@ -51,6 +51,7 @@ from . import (
     dashboard,
     display,
     excerpts,
+    firstscreen,
     flowcontrol,
     pictures,
     reasons,
@@ -89,7 +90,7 @@ def _earlier(page: excerpts.JobPage) -> SafeString | str:
     if hidden <= 0:
         return ""
     return format_html(
-        '<p class="help">{} earlier failed attempt{} not shown (the page shows the latest {}).</p>',
+        '<p class="help">{} earlier attempt{} not shown (the page shows the latest {}).</p>',
         hidden,
         "" if hidden == 1 else "s",
         len(page.attempts),
@@ -227,6 +228,10 @@ class JobAdmin(GuardedListAdmin):
         return shows_data(request)
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        """Only the rows that apply, the first screen answering the job's status
+        (``firstscreen.plan``)."""
+        if isinstance(obj, Job):
+            return firstscreen.plan(obj, facts_of(obj))
         fieldsets: list[Any] = list(self.fieldsets)
         if not self.shows_data(request):
             hidden = self.hidden_data_fields
@@ -234,16 +239,6 @@ class JobAdmin(GuardedListAdmin):
             for name, spec in self.fieldsets:
                 names = [hidden.get(str(f), str(f)) for f in spec["fields"]]
                 fieldsets.append((name, {**spec, "fields": [f for f in names if f]}))
-        if _has_error(obj):
-            first = fieldsets[0][1]["fields"]
-            at = first.index("status_detail") + 1
-            fields = [*first[:at], "last_error_summary", *first[at:]]
-            fieldsets[0] = (fieldsets[0][0], {**fieldsets[0][1], "fields": fields})
-        composed = self._composition_fields(obj)
-        if composed:
-            fieldsets.insert(1, ("Batch and dependencies", {"fields": composed}))
-        if isinstance(obj, Job) and excerpts.page_of(obj).has_steps:
-            fieldsets.insert(1, ("Workflow", {"fields": ["workflow_steps"]}))
         return fieldsets
 
     def _composition_fields(self, job: Any) -> list[str]:
@@ -291,6 +286,8 @@ class JobAdmin(GuardedListAdmin):
             ),
         )
         composition.attach(job, composition.load_job_links(rows.db, job))
+        _attach_facts(job, rows.db, self._composition_fields(job))
+        setattr(job, _CAN_ACT, self.has_change_permission(request, job))
         return job
 
     def changeform_view(
@@ -337,15 +334,34 @@ class JobAdmin(GuardedListAdmin):
             extra["paused"] = _paused_rows(flow.paused(self.database_for(request)))
         return super().changelist_view(request, extra)
 
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        """The list, its running jobs' workers looked up once (one query by primary key,
+        only when the page shows a running job): a stale worker is flagged in its row."""
+        changelist = super().get_changelist_instance(request)
+        if request.method in ("GET", "HEAD"):
+            rows = list(changelist.result_list)  # read now; the page renders these rows
+            names = [j.locked_by for j in rows if j.status == "running" and j.locked_by]
+            if names:
+                seen = firstscreen.workers_seen(
+                    changelist.result_list.db, names, monitoring.live_after()
+                )
+                for job in rows:
+                    if job.status == "running" and job.locked_by in seen:
+                        setattr(job, _WORKER, seen[job.locked_by])
+        return changelist
+
     # --- list columns ------------------------------------------------------------------------
 
     @admin.display(description="job type", ordering="job_type")
     def job_type_cell(self, job: Job) -> SafeString:
-        """The job type (a task's path), a task's call under it, then the queue."""
+        """The job type (a task's path) on one line, never broken at its dots (cut short
+        with its whole name on hover when the column is narrower); under it a task's call,
+        then the queue and the priority."""
         priority = f" · priority {job.priority}" if job.priority else ""
         return format_html(
-            '{}{}<span class="pqjobs-sub">{}{}</span>',
-            display.breakable(job.job_type),
+            '<span class="pqjobs-type" title="{}">{}</span>{}<span class="pqjobs-sub">{}{}</span>',
+            job.job_type,
+            job.job_type,
             _task_call(job),
             job.queue,
             priority,
@@ -359,7 +375,12 @@ class JobAdmin(GuardedListAdmin):
         elif job.status == "waiting":
             lines.append(_waiting_for(job.waiting_for))
         elif job.status == "running":
-            lines.append(f"on {job.locked_by or '-'}")
+            note = _worker_note(getattr(job, _WORKER, None))
+            lines.append(
+                format_html(
+                    "on {}{}", job.locked_by or "-", format_html(" — {}", note) if note else ""
+                )
+            )
             if job.cancel_requested_at is not None:
                 lines.append("cancel requested")
         bar = display.progress_bar(excerpts.progress_of(job)) if job.status == "running" else "-"
@@ -393,19 +414,15 @@ class JobAdmin(GuardedListAdmin):
         """Ready and blocked: when it is due; waiting: after its dependencies, or (a parked
         workflow) when it wakes; running: since when; finished: when, and how long it ran."""
         if job.status == "running":
-            return format_html("started {}", display.since(job.locked_at))
+            return display.moment_lines(job.locked_at, "started")
         if job.finished_at is not None and job.status in FINISHED_STATUSES:
             took = display.duration(job.duration_ms) if job.duration_ms is not None else ""
-            return format_html(
-                "{}{}",
-                display.since(job.finished_at),
-                format_html('<span class="pqjobs-sub">took {}</span>', took) if took else "",
-            )
+            return display.moment_lines(job.finished_at, after=f"took {took}" if took else "")
         if job.status == "waiting" and job.waiting_for == 0:
-            return format_html("wakes {}", display.since(job.run_after))
+            return display.moment_lines(job.run_after, "wakes")
         if job.status == "waiting":
             return "after its dependencies"
-        return format_html("due {}", display.since(job.run_after))
+        return display.moment_lines(job.run_after, "due")
 
     @admin.display(description="duration")
     def duration(self, job: Job) -> str:
@@ -504,7 +521,8 @@ class JobAdmin(GuardedListAdmin):
     @admin.display(description="why it waits")
     def why_waiting(self, job: Job) -> SafeString | str:
         """What stands between the job and its next attempt (nothing: "-")."""
-        return reasons.as_lines(reasons.why(job, conf.DATABASE))
+        found = getattr(job, _REASONS, None)
+        return reasons.as_lines(reasons.why(job, conf.DATABASE) if found is None else found)
 
     @admin.display(description="deadline")
     def deadline(self, job: Job) -> SafeString | str:
@@ -528,8 +546,53 @@ class JobAdmin(GuardedListAdmin):
     def worker(self, job: Job) -> SafeString | str:
         if not job.locked_by:
             return "-"
-        role = {"running": "runs it now"}.get(job.status, "ran its last attempt")
-        return format_html("{} ({})", job.locked_by, role)
+        if job.status != "running":
+            return format_html("{} (ran its last attempt)", job.locked_by)
+        note = _worker_note(getattr(job, _WORKER, None))
+        if note:
+            return format_html("{} (its attempt; {})", job.locked_by, note)
+        return format_html("{} (runs it now)", job.locked_by)
+
+    @admin.display(description="worker")
+    def worker_state(self, job: Job) -> SafeString | str:
+        """Which worker runs the job, and whether it is live: a stale (or gone) worker says
+        for how long and its heartbeat's age, with Release beside it."""
+        worker: firstscreen.WorkerSeen | None = getattr(job, _WORKER, None)
+        name = job.locked_by or "-"
+        if worker is None or worker.live:
+            age = "" if worker is None else f" (heartbeat {worker.heartbeat_age:.0f} s ago)"
+            return format_html("{} runs it now{}", name, age)
+        release = (
+            format_html(
+                ' <a class="button pqjobs-release" href="{}">Release…</a>',
+                reverse("admin:django_pqjobs_job_release", args=[job.pk]),
+            )
+            if getattr(job, _CAN_ACT, False)
+            else ""
+        )
+        rescue = (
+            f"Workers rescue its attempt once the heartbeat is {conf.STALE_TIMEOUT:g} s old "
+            "(STALE_TIMEOUT); Release gives it back now."
+        )
+        if worker.heartbeat_age is None:
+            return format_html(
+                '<strong class="pqjobs-stale-worker">{} is gone</strong>: it has no worker '
+                "record (it stopped, or was rescued). {}{}",
+                name,
+                rescue,
+                release,
+            )
+        return format_html(
+            '<strong class="pqjobs-stale-worker">worker stale for {} s</strong>: {} last '
+            'heartbeated {} s ago (live workers: within {} s). <span class="pqjobs-sub">{}'
+            "</span>{}",
+            f"{worker.stale_for or 0:.0f}",
+            name,
+            f"{worker.heartbeat_age:.0f}",
+            f"{worker.live_after:g}",
+            rescue,
+            release,
+        )
 
     @admin.display(description="last heartbeat")
     def heartbeat(self, job: Job) -> SafeString | str:
@@ -558,15 +621,62 @@ class JobAdmin(GuardedListAdmin):
             )
         raised = display.raised_error(page.last_error.text if page.last_error else "")
         where = [raised.where] if raised.where else []
+        parts = format_html_join(" · ", "{}", ((p,) for p in [*where, f"attempt {job.attempts}"]))
+        below = (
+            mark_safe(' · <a href="#pqjobs-tracebacks">traceback below</a>')
+            if facts_of(job).has_traceback
+            else ""
+        )
         return format_html(
-            '<div class="pqjobs-error"><strong>{}</strong>{}<span class="pqjobs-sub">{}'
-            '<a href="#pqjobs-tracebacks">traceback below</a></span></div>',
+            '<div class="pqjobs-error"><strong>{}</strong>{}<span class="pqjobs-sub">{}{}'
+            "</span></div>",
             job.error_type or raised.error_type or "error",
             format_html(': <span class="pqjobs-error-message">{}</span>', raised.message)
             if raised.message
             else "",
-            "".join(f"{part} · " for part in [*where, f"attempt {job.attempts}"]),
+            parts,
+            below,
         )
+
+    @admin.display(description="previous attempt's error")
+    def previous_error(self, job: Job) -> SafeString:
+        """The error of the attempt before this one (the job waits for its next try, or was
+        retried): said as what it is, not as the job's state."""
+        return self.last_error_summary(job)
+
+    @admin.display(description="why it expired")
+    def expiry(self, job: Job) -> SafeString:
+        """An expired job: its deadline, and what held it back (a pause of its queue or
+        job type, a limit); the tracebacks only when there is one."""
+        lines: list[SafeString | str] = []
+        if job.expires_at is not None:
+            lines.append(
+                format_html("not started by its deadline, {}", display.moment(job.expires_at))
+            )
+        if job.blocked_by:
+            lines.append(
+                format_html(
+                    "it was held back by the {}",
+                    display.held_by(job.blocked_by, job.concurrency_key, job.rate_key),
+                )
+            )
+        pauses: list[flow.Paused] = getattr(job, _PAUSES, [])
+        for p in pauses:
+            if (p.kind, p.name) in (("queue", job.queue), ("job_type", job.job_type)):
+                lines.append(
+                    format_html(
+                        "its {} {} is paused (since {}{})",
+                        "queue" if p.kind == "queue" else "job type",
+                        p.name,
+                        display.moment(p.paused_at),
+                        f", by {p.paused_by}" if p.paused_by else "",
+                    )
+                )
+        if not lines:
+            page = excerpts.page_of(job)
+            text = page.last_error.text if page.last_error else ""
+            lines.append(display.first_line(text) or "its deadline passed before it started")
+        return format_html_join(mark_safe("<br>"), "{}", ((line,) for line in lines))
 
     @admin.display(description="payload")
     def payload_pretty(self, job: Job) -> SafeString | str:
@@ -609,14 +719,7 @@ class JobAdmin(GuardedListAdmin):
         if job.parent_id:
             url = reverse("admin:django_pqjobs_job_change", args=[job.parent_id])
             parts.append(format_html('parent: <a href="{}">job {}</a>', url, job.parent_id))
-        # Served by the partial index on parent_id (pqjobs_job_parent); children are
-        # enqueued after their parent, so only ids above it are looked at.
-        children = list(
-            Job.objects.using(conf.DATABASE)
-            .filter(parent_id=job.pk, pk__gt=job.pk)
-            .order_by("pk")
-            .values_list("pk", flat=True)[:20]
-        )
+        children = getattr(job, _CHILDREN, [])
         if children:
             items = format_html_join(
                 ", ",
@@ -669,8 +772,10 @@ class JobAdmin(GuardedListAdmin):
         )
         return format_html('<table class="pqjobs-timeline">{}</table>{}', rows, _earlier(page))
 
-    @admin.display(description="failed attempts")
+    @admin.display(description="attempts")
     def attempt_table(self, job: Job) -> SafeString | str:
+        """The attempts that did not succeed: failures, and the parks and snoozes a handler
+        asked for (each named what it is)."""
         page = excerpts.page_of(job)
         if not page.attempts:
             return "-"
@@ -684,7 +789,7 @@ class JobAdmin(GuardedListAdmin):
                     a.worker_id,
                     display.moment(a.started_at),
                     display.moment(a.finished_at),
-                    a.error_type,
+                    a.error_type or "-",
                 )
                 for a in page.attempts
             ),
@@ -692,14 +797,16 @@ class JobAdmin(GuardedListAdmin):
         return format_html(
             '<div class="pqjobs-scroll"><table class="pqjobs-attempts"><thead><tr>'
             "<th>attempt</th><th>outcome</th><th>worker</th><th>started</th><th>finished</th>"
-            "<th>error type</th></tr></thead><tbody>{}</tbody></table></div>{}",
+            "<th>error</th></tr></thead><tbody>{}</tbody></table></div>{}",
             rows,
             _earlier(page),
         )
 
-    @admin.display(description="tracebacks of failed attempts")
+    @admin.display(description="tracebacks")
     def tracebacks(self, job: Job) -> SafeString | str:
+        """The tracebacks of the failed attempts (parks and snoozes have none)."""
         page = excerpts.page_of(job)
+        failed = [a for a in page.attempts if a.outcome not in firstscreen.NOT_FAILURES]
         if not page.attempts:
             error = page.last_error
             if job.status == "done" or error is None or not error.length:
@@ -723,7 +830,7 @@ class JobAdmin(GuardedListAdmin):
                             )
                         ),
                     )
-                    for a in page.attempts
+                    for a in failed
                 ),
             ),
         )
@@ -834,7 +941,7 @@ class JobAdmin(GuardedListAdmin):
         ]
         if count:
             listed.append([f"{counted(count, 'attempt')} of its history"])
-        model_count = {"jobs": len(jobs), "failed attempts": count}
+        model_count = {"jobs": len(jobs), "attempts of their history": count}
         perms_needed: set[str] = set()
         if not self.has_delete_permission(request):
             perms_needed.add("job")
@@ -1088,6 +1195,44 @@ class JobAdmin(GuardedListAdmin):
         return HttpResponseRedirect(reverse("admin:django_pqjobs_job_dashboard"))
 
 
+@admin.register(Dashboard)
+class DashboardAdmin(admin.ModelAdmin):
+    """The dashboard's entry in the admin's index and navigation sidebar (``Dashboard``, a
+    proxy of Job): its one page is the dashboard, shown to whoever may view jobs."""
+
+    def _jobs(self) -> JobAdmin:
+        return cast(JobAdmin, self.admin_site.get_model_admin(Job))
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self._jobs().has_module_permission(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and self._jobs().has_view_permission(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "",
+                self.admin_site.admin_view(self.changelist_view),
+                name="django_pqjobs_dashboard_changelist",
+            )
+        ]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return self._jobs().dashboard_view(request)
+
+
 def _task_call(job: Job) -> SafeString | str:
     """``send_receipt(42, to="a@example.com")`` for a task job whose payload the list read
     (see ``excerpts.task_call_payload``), else nothing."""
@@ -1105,12 +1250,93 @@ def _task_call(job: Job) -> SafeString | str:
 
 
 def _has_error(job: Any) -> bool:
-    """Whether the job page shows the job's last error on its first screen. A job that
-    ended done succeeded: the errors of its earlier attempts are in its history."""
-    if not isinstance(job, Job) or job.status == "done":
+    """Whether the job's row records an error (its last attempt's, or why it expired)."""
+    if not isinstance(job, Job):
         return False
     error = excerpts.page_of(job).last_error
     return bool(job.error_type or (error is not None and error.length))
+
+
+_FACTS = "_pqjobs_facts"
+_REASONS = "_pqjobs_reasons"
+_CHILDREN = "_pqjobs_children"
+_WORKER = "_pqjobs_worker"
+_PAUSES = "_pqjobs_pauses"
+_CAN_ACT = "_pqjobs_can_act"  # the user may Retry, Cancel, Release... it
+CHILDREN_SHOWN = 20
+
+
+def _attach_facts(job: Job, alias: str, composed: list[str]) -> None:
+    """Read what the job page shows besides the job's row (why it waits, its children, the
+    liveness of its worker, the pauses an expired job met) and what decides its rows."""
+    page = excerpts.page_of(job)
+    why = reasons.why(job, alias)
+    setattr(job, _REASONS, why)
+    # Served by the partial index on parent_id (pqjobs_job_parent); children are
+    # enqueued after their parent, so only ids above it are looked at.
+    children = list(
+        Job.objects.using(alias)
+        .filter(parent_id=job.pk, pk__gt=job.pk)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:CHILDREN_SHOWN]
+    )
+    setattr(job, _CHILDREN, children)
+    worker = None
+    if job.status == "running" and job.locked_by:
+        seen = firstscreen.workers_seen(alias, [job.locked_by], monitoring.live_after())
+        worker = seen.get(job.locked_by)
+        setattr(job, _WORKER, worker)
+    if job.status == "expired":
+        setattr(job, _PAUSES, flow.paused(alias))
+    failures = [a for a in page.attempts if a.outcome not in firstscreen.NOT_FAILURES]
+    error = page.last_error
+    # A one-line last error (why a job expired, a timeout) has no traceback to show.
+    multi_line = error is not None and (error.cut > 0 or "\n" in error.text.strip())
+    has_traceback = bool(
+        (multi_line and not page.attempts)
+        or any(getattr(a, "traceback_length", 0) for a in failures)
+    )
+    known = registry.resolve(job.job_type)
+    current = (known.version or 1) if known is not None else None
+    setattr(
+        job,
+        _FACTS,
+        firstscreen.Facts(
+            shows_data=page.show_data,
+            has_error=_has_error(job),
+            has_traceback=has_traceback,
+            has_steps=page.has_steps,
+            has_payload=page.payload is not None,
+            has_result=page.result is not None,
+            has_progress=page.progress is not None,
+            waits_because=bool(why),
+            has_related=bool(job.parent_id or job.schedule_id or children),
+            attempts=page.attempts_total,
+            failures=len(failures),
+            payload_upgrade=current is not None and (job.payload_version or 1) != current,
+            composed=composed,
+            worker=worker,
+        ),
+    )
+
+
+def facts_of(job: Job) -> firstscreen.Facts:
+    """The :class:`firstscreen.Facts` the job page read (defaults if none were read)."""
+    facts = getattr(job, _FACTS, None)
+    return facts if isinstance(facts, firstscreen.Facts) else firstscreen.Facts()
+
+
+def _worker_note(worker: firstscreen.WorkerSeen | None) -> SafeString | str:
+    """``stale for 80 s (last heartbeat 95 s ago)``: a running job's worker, when it is not
+    live ("" when it is, or was not looked at)."""
+    if worker is None or worker.live:
+        return ""
+    if worker.heartbeat_age is None:
+        return format_html('<span class="pqjobs-stale-worker">{}</span>', "worker gone")
+    return format_html(
+        '<span class="pqjobs-stale-worker">worker stale for {} s</span>',
+        f"{worker.stale_for or 0:.0f}",
+    )
 
 
 def _waiting_for(count: int) -> str:

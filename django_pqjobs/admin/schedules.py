@@ -29,7 +29,6 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
-from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import ngettext
 
 from .. import audit, options
@@ -50,6 +49,7 @@ from ..schedules.scheduler import set_enabled, trigger
 from ..schedules.sync import timing_of
 from ..serialization import from_json
 from ..statuses import AuditAction
+from . import display
 from .actions import actor
 from .changelist import GuardedListAdmin
 
@@ -253,13 +253,8 @@ def _when(value: datetime | None, tz_name: str | None = None) -> str:
         local = value.astimezone(UTC)
     text = local.strftime("%Y-%m-%d %H:%M:%S %Z")
     if tz_name and local.utcoffset():
-        text += value.astimezone(UTC).strftime(" (%H:%M:%S UTC)")
-    now = timezone.now()
-    if abs((value - now).total_seconds()) < 60:
-        relative = "within a minute" if value > now else "just now"
-    else:
-        relative = f"in {timeuntil(value, now)}" if value > now else f"{timesince(value, now)} ago"
-    return f"{text}, {relative}"
+        text += value.astimezone(UTC).strftime(" = %H:%M:%S UTC")
+    return f"{text} ({display.relative(value)})"
 
 
 def _timing(obj: Schedule) -> Timing | str:

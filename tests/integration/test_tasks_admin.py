@@ -27,7 +27,9 @@ def job_type_cells(page: str) -> dict[str, str]:
     )
     return {
         int(job_id): " | ".join(
-            re.sub(r"<[^>]+>", "", part) for part in re.split(r"<span[^>]*>", cell)
+            text
+            for text in (re.sub(r"<[^>]+>", "", part) for part in re.split(r"<span[^>]*>", cell))
+            if text
         )
         for job_id, cell in rows
     }
