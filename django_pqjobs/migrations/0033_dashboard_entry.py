@@ -6,7 +6,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("django_pqjobs", "0032_worker_concurrency_bounds"),
+        ("django_pqjobs", "0031_held_before_insert"),
     ]
 
     operations = [
