@@ -9,7 +9,7 @@ from django_pqjobs import sql
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("django_pqjobs", "0032_worker_concurrency_bounds"),
+        ("django_pqjobs", "0030_hot_id_sequence"),
     ]
 
     operations = [
