@@ -23,10 +23,21 @@ from django_pqjobs import capacity, enqueue_job, fairness, operations
 from django_pqjobs.models import Job, WorkerRecord
 from django_pqjobs.testing import drain
 from django_pqjobs.worker.claiming import claim_jobs
+from tests import fast_flush
 from tests.browser import test_admin_browser as harness
 from tests.browser.test_admin_browser import _TOP_BOTTOM, logged_in_page
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def quiet_queue() -> None:
+    """Start from an empty queue: what these tests measure is the first screen of a job in
+    a quiet system. Rows an earlier test of this process committed outside its own
+    transaction (a pause, a worker) would add their banners above it; flushes come after
+    transactional tests only."""
+    fast_flush.empty_tables("default")
+
 
 LAPTOP = {"width": 1280, "height": 800}
 
