@@ -7,6 +7,11 @@ how soon a signal resumes one.
   most twice as long (>= 50 % of five plain jobs' rate).
 - Parked: 1,000 workflows parked waiting for a signal beside an idle worker: no job
   running, and the worker holds no more database connections than once they all ran.
+- A step against its floor: one step recorded (``pqjobs_record_step()``, its own
+  transaction, as a worker sends it) against a prepared INSERT of a similar row + commit on
+  the same kind of connection, committed with synchronous_commit as the server's default
+  and, as a step is, without waiting for the WAL flush; taking turns in rounds in one run:
+  p50 per step, and the ratio to the second <= 1.2.
 - Signal to resume: an idle worker, 100 workflows parked on a signal; each signal sent 50
   ms apart, measured from just before ``send_signal`` to the handler's resumption
   (``time.time()`` in it, returned as the result): p50 <= 20 ms.
@@ -19,7 +24,15 @@ import time
 
 from django_pqjobs import enqueue_many, send_signal
 
-from ..harness import Result, drain_seconds, percentile, reset_tables, sql, worker_process
+from ..harness import (
+    Result,
+    drain_seconds,
+    percentile,
+    raw_connection,
+    reset_tables,
+    sql,
+    worker_process,
+)
 
 WORKFLOWS, STEPS = 2_000, 5
 
@@ -58,6 +71,76 @@ def _parked(quick: bool) -> Result:
         "0 running, no connection more",
         ok,
         f"{parked:,} parked: {held} connections of the worker, {after} once they all ran",
+    )
+
+
+_FLOOR_TABLE = """CREATE TABLE IF NOT EXISTS bench_step_floor (
+    job_id bigint NOT NULL, name text NOT NULL, kind text NOT NULL, result jsonb,
+    attempt integer NOT NULL, started_at timestamptz NOT NULL, finished_at timestamptz,
+    wake_at timestamptz, PRIMARY KEY (job_id, name))"""
+_FLOOR = (
+    "INSERT INTO bench_step_floor (job_id, name, kind, result, attempt, started_at,"
+    " finished_at, wake_at) VALUES (%s, %s, %s, %s::jsonb, 1, now(), now(),"
+    " now() + make_interval(secs => %s))"
+)
+_STEP = "SELECT pqjobs_record_step(%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s)"
+
+
+def _step_against_floor(quick: bool) -> Result:
+    """p50 of one step's record against a prepared INSERT + commit, rounds taking turns.
+
+    Two floors: the INSERT committed with the server's default synchronous_commit (waiting
+    for the WAL flush), and the same INSERT committed as a step is, without waiting for it
+    (a second connection with synchronous_commit off). The target is against the second:
+    it leaves the function's own cost; the first shows what the asynchronous commit saves.
+    """
+    reset_tables()
+    sql("TRUNCATE pqjobs_step")  # the job ids start again at 1: no step of an earlier run
+    (job_id,) = enqueue_many("tests.noop", [{}])
+    sql(
+        "UPDATE pqjobs_job SET status = 'running', locked_by = 'bench', attempts = 1, "
+        "locked_at = now() WHERE id = %s",
+        [job_id],
+    )
+    per_round, rounds = (300, 4) if quick else (1_000, 6)
+    steps: list[float] = []
+    durable: list[float] = []
+    unflushed: list[float] = []
+    with raw_connection() as conn, raw_connection() as lazy:
+        cursor, lazy_cursor = conn.cursor(), lazy.cursor()
+        cursor.execute("DROP TABLE IF EXISTS bench_step_floor")
+        cursor.execute(_FLOOR_TABLE)
+        lazy_cursor.execute("SET synchronous_commit = off")
+        for r in range(rounds):
+            for floor, cur, prefix in ((durable, cursor, "d"), (unflushed, lazy_cursor, "u")):
+                for i in range(per_round):
+                    args = (job_id, f"{prefix}{r}_{i}", "step", "null", 0.0)
+                    t = time.perf_counter()
+                    cur.execute(_FLOOR, args, prepare=True)
+                    floor.append(time.perf_counter() - t)
+            for i in range(per_round):
+                args2 = (job_id, "bench", 1, f"s{r}_{i}", "step", "null", True, 0.0, True)
+                t = time.perf_counter()
+                cursor.execute(_STEP, args2, prepare=True)
+                recorded = cursor.fetchone()
+                steps.append(time.perf_counter() - t)
+                if not recorded or not recorded[0]:
+                    raise RuntimeError("a step was not recorded: the fence did not match")
+        cursor.execute("DROP TABLE bench_step_floor")
+    step_us = percentile(steps, 50) * 1e6
+    durable_us = percentile(durable, 50) * 1e6
+    unflushed_us = percentile(unflushed, 50) * 1e6
+    ratio = step_us / unflushed_us
+    return Result(
+        "workflows: one step recorded vs prepared INSERT + commit",
+        ratio,
+        "x floor",
+        "<= 1.2x",
+        ratio <= 1.2,
+        f"step p50 {step_us:.0f} us; floor p50 {unflushed_us:.0f} us committed as a step is "
+        f"(overhead {step_us - unflushed_us:+.0f} us), {durable_us:.0f} us waiting for the "
+        f"WAL flush ({step_us / durable_us:.2f}x); {rounds} rounds of {per_round}, taking turns",
+        {"step_p50_us": step_us, "floor_p50_us": unflushed_us, "durable_p50_us": durable_us},
     )
 
 
@@ -113,6 +196,7 @@ def _resume_latency(quick: bool) -> list[Result]:
 
 
 def run(quick: bool) -> list[Result]:
+    step = _step_against_floor(quick)
     count = 500 if quick else WORKFLOWS
     rounds = []
     for _ in range(2 if quick else 3):
@@ -133,6 +217,7 @@ def run(quick: bool) -> list[Result]:
             f"jobs/s; median of {len(rounds)} rounds, taking turns)",
         ),
         _parked(quick),
+        step,
     ]
     results += _resume_latency(quick)
     reset_tables()
