@@ -1,0 +1,2 @@
+-- Nothing to undo: statistics are not part of the schema.
+SELECT 1;
