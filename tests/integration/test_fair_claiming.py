@@ -275,3 +275,31 @@ def test_the_turn_is_found_through_the_indexes_whatever_the_statistics():
     turns = Job.objects.filter(fair_key="tenant:a").order_by("id").values_list("fair_turn")
     assert [turn for (turn,) in turns] == [2.0 + n for n in range(200)]
     assert Job.objects.filter(fair_key="tenant:a").count() == 200
+
+
+@pytest.mark.parametrize("renamed", ["pqjobs_job_aa_fair_turn", "pqjobs_job_zz_fair_turn"])
+def test_the_turn_does_not_depend_on_the_order_of_the_insert_triggers(renamed):
+    """BEFORE INSERT row triggers fire in name order; the turn's is renamed to fire before
+    pqjobs_job_admit, then after pqjobs_job_paused_at_enqueue: the rows come out the same
+    (a fair job is never held by its key at enqueue, and one held by a pause keeps its
+    turn)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO pqjobs_pause (kind, name, paused_at) VALUES ('queue', 'held', now())"
+        )
+        cursor.execute(f"ALTER TRIGGER pqjobs_job_fair_turn ON pqjobs_job_hot RENAME TO {renamed}")
+        try:
+            cursor.execute(
+                "INSERT INTO pqjobs_job (job_type, queue, payload, status, attempts, "
+                "max_attempts, fair_key, concurrency_key, concurrency_limit) VALUES "
+                "('t', 'default', '{}', 'ready', 0, 1, 'k', 'c', 1), "
+                "('t', 'held', '{}', 'ready', 0, 1, 'k', NULL, NULL), "
+                "('t', 'held', '{}', 'ready', 0, 1, 'k', 'c', 1) "
+                "RETURNING status, blocked_by, fair_turn"
+            )
+            rows = cursor.fetchall()
+        finally:
+            cursor.execute(
+                f"ALTER TRIGGER {renamed} ON pqjobs_job_hot RENAME TO pqjobs_job_fair_turn"
+            )
+    assert rows == [("ready", None, 1.0), ("blocked", "paused", 2.0), ("blocked", "paused", 2.0)]
