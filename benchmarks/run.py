@@ -1,7 +1,7 @@
 """Run the performance scenarios and print a table (see benchmarks/README.md).
 
 DATABASE_URL=postgres://... python benchmarks/run.py [--quick] [--only drain,latency]
-    [--finished 100000,1000000]
+    [--finished 100000,1000000]   (the sizes of flow_enqueue and enqueue_floors)
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ ORDER = [
     "history",
     "processes",
     "enqueue",
+    "enqueue_floors",
     "uniqueness",
     "sequences",
     "typed",
@@ -49,7 +50,8 @@ def main() -> int:
     parser.add_argument(
         "--finished",
         default="100000",
-        help="flow_enqueue: comma-separated sizes of the analysed table of finished jobs",
+        help="flow_enqueue, enqueue_floors: comma-separated sizes of the analysed table of "
+        "finished jobs",
     )
     args = parser.parse_args()
     try:
@@ -112,6 +114,9 @@ def main() -> int:
             elif name == "flow_enqueue":
                 for size in finished:
                     results += flow.run_enqueue(args.quick, size)
+            elif name == "enqueue_floors":
+                for size in finished:
+                    results += enqueue.run_floors(args.quick, size)
             else:
                 results += modules[name].run(args.quick)
         except Exception:  # one broken scenario must not cost the figures of the others

@@ -751,12 +751,6 @@ _FIND_HOLDERS = f"""
                      'infinity'::timestamptz)
       AND {_HELD}
 """
-# A job's deadline as pqjobs_enqueue() computes it: the given moment, or expires_in seconds
-# after the job is due.
-_DEADLINE = (
-    "COALESCE(%s::timestamptz, COALESCE(%s, now()) + make_interval(secs => %s) "
-    "+ make_interval(secs => %s::double precision))"
-)
 # The rows of one statement go in in the order of their keys (byte order: the same in every
 # database, whatever its collation), those without one after them in the caller's order.
 # An INSERT that meets a key another open transaction has just inserted waits for that one
@@ -773,36 +767,35 @@ _KEY_ORDER = 'ORDER BY t.dedupe_key COLLATE "C", t.n'
 _PAUSED_NOTE = (
     "(SELECT CASE WHEN COALESCE(current_setting('pqjobs.paused', true), '') NOT IN ('', '{}') "
     "AND current_setting('pqjobs.paused', true)::text[] "
-    "&& ARRAY['q:' || %s::text, 't:' || %s::text] THEN 'paused' END) AS h(hold)"
+    "&& ARRAY['q:' || %(queue)s::text, 't:' || %(type)s::text] THEN 'paused' END) AS h(hold)"
 )
+# The one bulk INSERT: every job of the call shares the type's columns, each row has its
+# payload, key, fair key, concurrency key and rate key (NULL where it has none). A fair
+# job due now takes its turn here, its key's start asked once per statement
+# (pqjobs_fair_start, sql/schema/fairness.sql) and its rows numbered from it in their
+# order, so the row trigger that gives turns one at a time passes over them.
 _INSERT_MANY = f"""
     INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id, unique_until, unique_states,
-                            expires_at, payload_version, fair_key, blocked_by)
-    SELECT %s, %s, t.payload::jsonb, CASE WHEN h.hold IS NULL THEN 'ready' ELSE 'blocked' END,
-           %s, 0, %s,
-           COALESCE(%s, now()) + make_interval(secs => %s),
-           %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb, %s::bigint,
-           {_WINDOW_END.format(p="%s::double precision")}, %s, {_DEADLINE}, %s::smallint,
-           t.fair_key, h.hold
-    FROM {_PAUSED_NOTE}, unnest(%s::text[], %s::text[], %s::text[])
-         WITH ORDINALITY AS t(payload, dedupe_key, fair_key, n)
-    {_KEY_ORDER}
-    {_ON_CONFLICT}
-    RETURNING id, dedupe_key
-"""
-# The same with the flow-control columns: a concurrency key per job, one rate for all.
-_INSERT_MANY_FLOW = f"""
-    INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id, unique_until, unique_states,
-                            expires_at, payload_version, fair_key, concurrency_key,
+                            expires_at, payload_version, fair_key, fair_turn, concurrency_key,
                             concurrency_limit, rate_key, rate_limit, rate_period, blocked_by)
-    SELECT %s, %s, t.payload::jsonb, CASE WHEN h.hold IS NULL THEN 'ready' ELSE 'blocked' END,
-           %s, 0, %s,
-           COALESCE(%s, now()) + make_interval(secs => %s),
-           %s, t.dedupe_key, NULL, NULL, '', '', now(), now(), %s::jsonb, %s::bigint,
-           {_WINDOW_END.format(p="%s::double precision")}, %s, {_DEADLINE}, %s::smallint,
-           t.fair_key, t.concurrency_key, %s, t.rate_key, %s, %s, h.hold
-    FROM {_PAUSED_NOTE}, unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
+    SELECT %(type)s, %(queue)s, t.payload::jsonb,
+           CASE WHEN h.hold IS NULL THEN 'ready' ELSE 'blocked' END,
+           %(priority)s, 0, %(max_attempts)s, d.due, %(timeout)s, t.dedupe_key, NULL, NULL,
+           '', '', now(), now(), %(trace)s::jsonb, %(batch)s::bigint,
+           {_WINDOW_END.format(p="%(unique_for)s::double precision")}, %(unique_states)s,
+           COALESCE(%(deadline)s::timestamptz,
+                    d.due + make_interval(secs => %(expires_in)s::double precision)),
+           %(version)s::smallint, t.fair_key,
+           CASE WHEN d.due <= now() THEN f.after + f.step * row_number() OVER (
+               PARTITION BY t.fair_key ORDER BY t.n) END,
+           t.concurrency_key, %(concurrency_limit)s, t.rate_key, %(rate_limit)s,
+           %(rate_period)s, h.hold
+    FROM {_PAUSED_NOTE},
+         (SELECT COALESCE(%(run_at)s, now()) + make_interval(secs => %(delay)s)) AS d(due),
+         unnest(%(payloads)s::text[], %(keys)s::text[], %(fair)s::text[],
+                %(concurrency_keys)s::text[], %(rate_keys)s::text[])
          WITH ORDINALITY AS t(payload, dedupe_key, fair_key, concurrency_key, rate_key, n)
+    LEFT JOIN pqjobs_fair_start(%(fair)s::text[], %(priority)s) AS f ON f.key = t.fair_key
     {_KEY_ORDER}
     {_ON_CONFLICT}
     RETURNING id, dedupe_key
@@ -982,40 +975,36 @@ def _insert_many(
                 cursor, job.job_type, todo_keys, job.unique_for
             )
             announce_replaced(cursor.db.alias, replaced)
-        params: list[Any] = [
-            job.job_type,
-            job.queue,
-            job.priority,
-            job.max_attempts,
-            job.run_at,
-            job.delay,
-            job.timeout,
-            trace_context,
-            None if open_batch is None else open_batch.id,
-            job.unique_for,
-            job.unique_for,
-            job.unique_states,
-            job.deadline,
-            job.run_at,
-            job.delay,
-            job.expires_in,
-            job.payload_version,
-        ]
-        arrays = [[texts[n] for n in todo], [keys[n] for n in todo], [fair[n] for n in todo]]
-        paused = [job.queue, job.job_type]  # the note's names to look for (_PAUSED_NOTE)
-        if job.flow is NO_FLOW:
-            cursor.execute(_INSERT_MANY, params + paused + arrays)
-        else:
-            params += [
-                job.flow.concurrency_limit,
-                job.flow.rate_limit,
-                job.flow.rate_period,
-                *paused,
-                *arrays,
-                [flows[n].concurrency_key for n in todo],
-                [flows[n].rate_key for n in todo],
-            ]
-            cursor.execute(_INSERT_MANY_FLOW, params)
+        flowing = job.flow is not NO_FLOW
+        fair_keys = [fair[n] for n in todo]
+        cursor.execute(
+            _INSERT_MANY,
+            {
+                "type": job.job_type,
+                "queue": job.queue,
+                "priority": job.priority,
+                "max_attempts": job.max_attempts,
+                "run_at": job.run_at,
+                "delay": job.delay,
+                "timeout": job.timeout,
+                "trace": trace_context,
+                "batch": None if open_batch is None else open_batch.id,
+                "unique_for": job.unique_for,
+                "unique_states": job.unique_states,
+                "deadline": job.deadline,
+                "expires_in": job.expires_in,
+                "version": job.payload_version,
+                "concurrency_limit": job.flow.concurrency_limit,
+                "rate_limit": job.flow.rate_limit,
+                "rate_period": job.flow.rate_period,
+                "payloads": [texts[n] for n in todo],
+                "keys": [keys[n] for n in todo],
+                # a NULL array unnests as NULLs beside the others (and asks for no key)
+                "fair": fair_keys if any(key is not None for key in fair_keys) else None,
+                "concurrency_keys": [flows[n].concurrency_key for n in todo] if flowing else None,
+                "rate_keys": [flows[n].rate_key for n in todo] if flowing else None,
+            },
+        )
         rows = cursor.fetchall()
         inserted += [int(job_id) for job_id, _ in rows]
         new_by_key = {key: int(job_id) for job_id, key in rows if key is not None}

@@ -268,6 +268,7 @@ def test_a_role_without_grants_can_call_nothing(clean):
     with clean.connect(ATTACKER) as session:
         for call in (
             "SELECT pqjobs_anyone_listens()",
+            "SELECT pqjobs_fair_start(ARRAY['k'], 0)",
             "SELECT pqjobs_batch_seal(1)",
             "SELECT pqjobs_claim('w', 1)",
             "SELECT pqjobs_complete('w', '[]')",
@@ -292,7 +293,7 @@ def test_every_function_pins_its_search_path_and_is_closed_to_public(target):
             "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
             "AND p.proname LIKE 'pqjobs%' ORDER BY 1"
         ).fetchall()
-    assert len(functions) == 21
+    assert len(functions) == 22
     for name, definer, config, public, owner in functions:
         assert "search_path=pg_catalog, pg_temp" in (config or []), (name, config)
         assert not public, f"{name}: EXECUTE for PUBLIC"
@@ -309,6 +310,7 @@ def test_every_function_pins_its_search_path_and_is_closed_to_public(target):
                 "pqjobs_flow_pauses_noted",
                 "pqjobs_flow_slot_freed",
                 "pqjobs_fair_turn",
+                "pqjobs_fair_start",
                 "pqjobs_history_prepare",
                 "pqjobs_history_drop",
                 "pqjobs_history_shelve",

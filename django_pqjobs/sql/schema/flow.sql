@@ -136,8 +136,9 @@ BEGIN
 END
 $$;
 
--- Fires before pqjobs_job_fair_turn (triggers fire in name order): a job held at enqueue
--- gets no fair turn.
+-- A job with a fair key is never held here, so it does not matter whether this fires before
+-- or after pqjobs_job_fair_turn or pqjobs_job_paused_at_enqueue (BEFORE triggers fire in
+-- name order; test_fair_claiming.py renames the turn's to check both orders).
 DROP TRIGGER IF EXISTS pqjobs_job_admit ON :"schema".pqjobs_job_hot;
 CREATE TRIGGER pqjobs_job_admit
 BEFORE INSERT ON :"schema".pqjobs_job_hot
@@ -220,9 +221,10 @@ BEGIN
 END
 $$;
 
--- Fires after pqjobs_job_admit and pqjobs_job_fair_turn (triggers fire in name order): the
--- admission makes the key's slot and rate rows (the claim needs them once the job is
--- resumed), and a fair job takes its turn as it would ready, kept while it is held.
+-- Whichever of pqjobs_job_admit and pqjobs_job_fair_turn fires first: the WHEN takes a job
+-- the admission held by its key as ready, the admission leaves a job held by a pause held
+-- (and makes the key's slot and rate rows either way: the claim needs them once the job is
+-- resumed), and a fair job takes its turn whether ready or held by a pause.
 DROP TRIGGER IF EXISTS pqjobs_job_paused_at_enqueue ON :"schema".pqjobs_job;
 DROP TRIGGER IF EXISTS pqjobs_job_paused_at_enqueue ON :"schema".pqjobs_job_hot;
 CREATE TRIGGER pqjobs_job_paused_at_enqueue

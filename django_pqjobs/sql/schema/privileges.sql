@@ -5,6 +5,8 @@
 -- "The trust boundary"):
 --   pqjobs_enqueue, pqjobs_anyone_listens   roles that enqueue, retry or run jobs now
 --                                           (with SELECT on pqjobs_protected_type)
+--   pqjobs_fair_start                       the same roles (enqueue_many asks it for the
+--                                           turns of fair keys)
 --   pqjobs_claim, pqjobs_complete           the worker role
 --   pqjobs_batch_seal                       roles that open batches (batch())
 --   pqjobs_record_step                      the worker role (durable workflows' steps)
@@ -67,6 +69,7 @@ REVOKE ALL ON FUNCTION :"schema".pqjobs_enqueue(
     double precision, smallint, timestamptz, double precision, smallint, text
 ) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_anyone_listens() FROM PUBLIC;
+REVOKE ALL ON FUNCTION :"schema".pqjobs_fair_start(text[], integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_claim(text, integer, text[], integer, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_complete(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_batch_seal(bigint) FROM PUBLIC;
