@@ -9,7 +9,7 @@ from django_pqjobs import sql
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("django_pqjobs", "0033_dashboard_entry"),
+        ("django_pqjobs", "0038_shelf_statistics"),
     ]
 
     operations = [
