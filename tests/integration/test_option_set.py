@@ -180,7 +180,7 @@ def _given(name: str, place: str) -> dict[str, Any]:
     given = {**case.beside, name: case.value}
     if "depends_on" in given:  # a job of its own to wait for
         given["depends_on"] = [enqueue_job(TYPE, {}, run_after=LATEST)]
-    return {key: value for key, value in given.items() if key in names_at(place)}  # type: ignore[arg-type]
+    return {key: value for key, value in given.items() if key in names_at(place)}
 
 
 def _newest() -> int:
@@ -213,7 +213,7 @@ def _prove(name: str, enqueue: Enqueue, stored: Callable[[], bool] | None = None
 
 @pytest.mark.parametrize(
     ("entry", "name"),
-    [(entry, name) for entry, (place, _) in ENTRIES.items() for name in names_at(place)],  # type: ignore[arg-type]
+    [(entry, name) for entry, (place, _) in ENTRIES.items() for name in names_at(place)],
 )
 def test_every_entry_point_stores_every_option_it_takes(entry, name, declared_types):
     place, call = ENTRIES[entry]
@@ -240,7 +240,7 @@ def test_task_options_store_every_option_they_take(name):
     def send() -> None: ...
 
     task_options(**given)(send)
-    declared: TaskOptions = send.pqjobs_task_options  # type: ignore[attr-defined]
+    declared: TaskOptions = send.pqjobs_task_options
     assert getattr(declared, name) == OPTIONS[name].reader("task")(CASES[name].value, name)
 
 
