@@ -11,18 +11,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from django.db import connections, transaction
 
-from . import composition, options
+from . import composition, specification
 from .composition import OpenBatch
 from .conf import conf
-from .durations import Duration
 from .enqueue import PreparedJob, enqueue_many, prepare, ready_database
 from .errors import InvalidJobOption
-from .options import Dedupe
+from .options import NAME_MAX_LENGTH, storable_text
+from .specification import ManyOptions
 from .statuses import BATCH_CALLBACKS
 
 if TYPE_CHECKING:
@@ -112,10 +111,10 @@ def batch(
     alias = using or conf.DATABASE
     if not isinstance(label, str):
         raise InvalidJobOption(f"batch label must be text, got {label!r:.120}")
-    name = options.storable_text(label, "batch label")
-    if len(name) > options.NAME_MAX_LENGTH:
+    name = storable_text(label, "batch label")
+    if len(name) > NAME_MAX_LENGTH:
         raise InvalidJobOption(
-            f"batch label is longer than {options.NAME_MAX_LENGTH} characters ({len(name)})"
+            f"batch label is longer than {NAME_MAX_LENGTH} characters ({len(name)})"
         )
     given = dict(zip(BATCH_CALLBACKS, (on_success, on_failure, on_finish), strict=True))
     with ready_database(alias), transaction.atomic(using=alias):
@@ -144,20 +143,9 @@ def enqueue_batch(
     on_finish: Any = None,
     callback_payload: Any = None,
     label: str = "",
-    queue: str | None = None,
-    priority: int | None = None,
-    run_after: datetime | None = None,
-    delay: Duration | None = None,
-    max_attempts: int | None = None,
-    timeout: Duration | None = None,
     dedupe_keys: Sequence[str | None] | None = None,
-    dedupe: Dedupe | None = None,
-    unique_for: Duration | None = None,
-    unique_states: Iterable[str] | str | None = None,
-    unique_by: str | Sequence[str] | None = None,
-    expires_in: Duration | None = None,
-    deadline: datetime | None = None,
     using: str | None = None,
+    **options: Unpack[ManyOptions],
 ) -> OpenBatch:
     """Enqueue one job of ``job_type`` per payload as a batch, in one statement (as
     :func:`~django_pqjobs.enqueue_many`, which takes the same options); return the batch
@@ -165,6 +153,8 @@ def enqueue_batch(
 
     Callbacks as for :func:`batch`.
     """
+    # a misspelt option is refused before the batch exists
+    specification.check_names("many", f"job type {job_type!r}", options)
     with batch(
         on_success=on_success,
         on_failure=on_failure,
@@ -173,24 +163,7 @@ def enqueue_batch(
         label=label,
         using=using,
     ) as opened:
-        enqueue_many(
-            job_type,
-            payloads,
-            queue=queue,
-            priority=priority,
-            run_after=run_after,
-            delay=delay,
-            max_attempts=max_attempts,
-            timeout=timeout,
-            dedupe_keys=dedupe_keys,
-            dedupe=dedupe,
-            unique_for=unique_for,
-            unique_states=unique_states,
-            unique_by=unique_by,
-            expires_in=expires_in,
-            deadline=deadline,
-            using=using,
-        )
+        enqueue_many(job_type, payloads, dedupe_keys=dedupe_keys, using=using, **options)
     return opened
 
 

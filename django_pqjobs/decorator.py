@@ -5,23 +5,20 @@ enqueues its own jobs (:class:`TypedJob`), typed for a type checker."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Unpack, cast, overload
 
-from . import arguments, options, specification
+from . import arguments, specification
 from .durations import Duration
 from .enqueue import enqueue_job, enqueue_on_commit
 from .errors import InvalidJobOption
-from .keys import KeyTemplate
-from .options import Dedupe, Isolation, Rate, WaitingFull
+from .options import job_type_name
 from .recurrence import ScheduleError, ScheduleSpec, build_spec
 from .registry import Handler, JobType, registry
+from .specification import EnqueueOptions, TypeOptions
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
     from .context import JobContext
-    from .enqueue import EnqueueOptions
 
 F = TypeVar("F", bound=Handler)
 A = TypeVar("A")
@@ -66,47 +63,22 @@ class JobDecorator(Protocol):
 def job(
     name: str | None = None,
     *,
-    queue: str | None = None,
-    priority: int | None = None,
-    max_attempts: int | None = None,
-    timeout: Duration | None = None,
-    backoff: Any = None,
-    dedupe: Dedupe | None = None,
-    unique_for: Duration | None = None,
-    unique_states: Iterable[str] | str | None = None,
-    unique_by: str | Sequence[str] | None = None,
-    debounce: Duration | None = None,
-    debounce_max: Duration | None = None,
-    expires_in: Duration | None = None,
-    sequence: KeyTemplate | None = None,
-    sequence_on_failure: str | None = None,
-    fair_key: KeyTemplate | None = None,
-    atomic: bool = False,
-    encrypted: bool | Sequence[str] = False,
-    version: int | None = None,
-    upgrade: Callable[[Any, int], Any] | None = None,
-    isolation: Isolation | None = None,
-    memory_limit: int | str | None = None,
-    concurrency: int | None = None,
-    concurrency_key: KeyTemplate | None = None,
-    rate: str | Rate | None = None,
-    rate_key: KeyTemplate | None = None,
-    max_waiting: int | None = None,
-    when_waiting_full: WaitingFull = "refuse",
     cron: str | None = None,
     interval: Duration | None = None,
     timezone: str = "UTC",
     schedule_payload: Any = None,
     overlap: str = "skip",
     misfire: str = "run_once",
+    **options: Unpack[TypeOptions],
 ) -> JobDecorator:
     """Register the decorated function as the handler of job type ``name``.
 
     The handler takes a :class:`~django_pqjobs.JobContext` and may be ``def`` or
     ``async def``; what it returns (any JSON value) is stored as the job's result.
 
-    Options set here are the defaults for jobs of this type; ``enqueue_job`` arguments
-    override them. ``name`` defaults to the function's dotted path.
+    Options set here (:class:`~django_pqjobs.specification.TypeOptions`) are the defaults
+    for jobs of this type; ``enqueue_job`` arguments override them. ``name`` defaults to the
+    function's dotted path.
     ``isolation="process"`` runs each job in a child process that is killed on timeout or
     cancel; ``memory_limit`` (bytes, or a string like ``"512M"``) caps that process's address
     space. ``atomic=True`` runs the
@@ -165,41 +137,9 @@ def job(
     if callable(name):
         raise InvalidJobOption("use @job('name', ...) or @job() - not bare @job")
     if name is not None:
-        options.job_type_name(name, "@job name")
+        job_type_name(name, "@job name")
     where = f"@job({name!r})" if name else "@job()"
-    chosen = specification.declare(
-        "type",
-        where,
-        {
-            "queue": queue,
-            "priority": priority,
-            "max_attempts": max_attempts,
-            "timeout": timeout,
-            "backoff": backoff,
-            "dedupe": dedupe,
-            "unique_for": unique_for,
-            "unique_states": unique_states,
-            "unique_by": unique_by,
-            "debounce": debounce,
-            "debounce_max": debounce_max,
-            "expires_in": expires_in,
-            "sequence": sequence,
-            "sequence_on_failure": sequence_on_failure,
-            "fair_key": fair_key,
-            "atomic": atomic,
-            "encrypted": encrypted,
-            "version": version,
-            "upgrade": upgrade,
-            "isolation": isolation,
-            "memory_limit": memory_limit,
-            "concurrency": concurrency,
-            "concurrency_key": concurrency_key,
-            "max_waiting": max_waiting,
-            "when_waiting_full": when_waiting_full,
-            "rate": rate,
-            "rate_key": rate_key,
-        },
-    )
+    chosen = specification.declare("type", where, options)
     specification.check_rules(chosen, where)
 
     scheduled = cron is not None or interval is not None
@@ -221,7 +161,7 @@ def job(
     def decorator(func: F) -> F:
         if not callable(func):
             raise InvalidJobOption(f"{where} must decorate a function, got {func!r}")
-        type_name = name or options.job_type_name(
+        type_name = name or job_type_name(
             f"{func.__module__}.{func.__qualname__}", f"{where} name (the function's path)"
         )
         if scheduled:

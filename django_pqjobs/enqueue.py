@@ -16,7 +16,7 @@ from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, TypeVar
+from typing import Any, NamedTuple, TypeVar, Unpack
 
 from django.db import DatabaseError, OperationalError, connections, transaction
 from django.utils import timezone
@@ -33,18 +33,20 @@ from . import (
     transitions,
 )
 from .conf import conf
-from .durations import Duration
 from .errors import DatabaseNotReady, DuplicateJob, InvalidJobOption, QueueFull, UnknownJobType
 from .keys import KeyTemplate, derive_key, payload_key
 from .notify import channel, notify_queues
 from .options import UNIQUE_STATE_BITS, Dedupe, WaitingFull
 from .registry import JobType, registry
 from .serialization import to_json
+
+# The options' TypedDicts are declared with their readers; their names here are kept for the
+# code that imported them from this module.
+from .specification import EnqueueOptions as EnqueueOptions
+from .specification import JobOptions as JobOptions
+from .specification import ManyOptions as ManyOptions
 from .sql import held_by_key
 from .statuses import DependencyPolicy
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 
 _DEDUPE_RETRIES = 20
 # A deadlock's victim tries again this many times in all, after a pause of up to
@@ -54,37 +56,6 @@ _DEADLOCK_PAUSE = 0.05
 _DEADLOCK_DETECTED = "40P01"
 DEBOUNCE_KEY = "debounce"  # the key of a debounced job given none and no unique_by
 ALL_FINISHED = sum(UNIQUE_STATE_BITS.values())
-
-
-class JobOptions(TypedDict, total=False):
-    """The keyword options of one job, but its dependencies (``JobGraph.add`` takes these)."""
-
-    queue: str | None
-    priority: int | None
-    run_after: datetime | None
-    delay: Duration | None
-    max_attempts: int | None
-    timeout: Duration | None
-    dedupe_key: str | None
-    dedupe: Dedupe | None
-    unique_for: Duration | None
-    unique_states: Iterable[str] | str | None
-    unique_by: str | Sequence[str] | None
-    debounce: Duration | None
-    debounce_max: Duration | None
-    expires_in: Duration | None
-    deadline: datetime | None
-    concurrency_key: str | None
-    sequence: str | None
-    fair_key: str | None
-    on_dependency_failure: DependencyPolicy | None
-
-
-class EnqueueOptions(JobOptions, total=False):
-    """The keyword options of :func:`enqueue_job` (for ``enqueue_on_commit`` and
-    ``ctx.enqueue``, which take the same)."""
-
-    depends_on: Sequence[int] | None
 
 
 @dataclass(frozen=True)
@@ -620,27 +591,8 @@ def enqueue_job(
     job_type: str,
     payload: Any = None,
     *,
-    queue: str | None = None,
-    priority: int | None = None,
-    run_after: datetime | None = None,
-    delay: Duration | None = None,
-    max_attempts: int | None = None,
-    timeout: Duration | None = None,
-    dedupe_key: str | None = None,
-    dedupe: Dedupe | None = None,
-    unique_for: Duration | None = None,
-    unique_states: Iterable[str] | str | None = None,
-    unique_by: str | Sequence[str] | None = None,
-    debounce: Duration | None = None,
-    debounce_max: Duration | None = None,
-    expires_in: Duration | None = None,
-    deadline: datetime | None = None,
-    concurrency_key: str | None = None,
-    sequence: str | None = None,
-    fair_key: str | None = None,
-    depends_on: Sequence[int] | None = None,
-    on_dependency_failure: DependencyPolicy | None = None,
     using: str | None = None,
+    **options: Unpack[EnqueueOptions],
 ) -> int:
     """Insert one job and return its id.
 
@@ -685,30 +637,7 @@ def enqueue_job(
     where, and what to pass instead of a model instance or a set) or too large, and
     :class:`~django_pqjobs.InvalidJobOption` for a bad option.
     """
-    job = prepare(
-        job_type,
-        payload,
-        queue=queue,
-        priority=priority,
-        run_after=run_after,
-        delay=delay,
-        max_attempts=max_attempts,
-        timeout=timeout,
-        dedupe_key=dedupe_key,
-        dedupe=dedupe,
-        unique_for=unique_for,
-        unique_states=unique_states,
-        unique_by=unique_by,
-        debounce=debounce,
-        debounce_max=debounce_max,
-        expires_in=expires_in,
-        deadline=deadline,
-        concurrency_key=concurrency_key,
-        sequence=sequence,
-        fair_key=fair_key,
-        depends_on=depends_on,
-        on_dependency_failure=on_dependency_failure,
-    )
+    job = prepare(job_type, payload, **options)
     try:
         return insert(job, using)
     except DatabaseNotReady as exc:
@@ -807,20 +736,8 @@ def enqueue_many(
     payloads: Iterable[Any],
     *,
     dedupe_keys: Sequence[str | None] | None = None,
-    dedupe: Dedupe | None = None,
-    unique_for: Duration | None = None,
-    unique_states: Iterable[str] | str | None = None,
-    unique_by: str | Sequence[str] | None = None,
-    queue: str | None = None,
-    priority: int | None = None,
-    run_after: datetime | None = None,
-    delay: Duration | None = None,
-    max_attempts: int | None = None,
-    timeout: Duration | None = None,
-    expires_in: Duration | None = None,
-    deadline: datetime | None = None,
-    fair_key: str | None = None,
     using: str | None = None,
+    **given: Unpack[ManyOptions],
 ) -> list[int]:
     """Enqueue many jobs of one type in a single statement; return their ids in order.
 
@@ -841,8 +758,12 @@ def enqueue_many(
     the jobs are inserted in one transaction (a savepoint inside yours). Inside a
     :func:`~django_pqjobs.batch` block they join the batch (without dedupe keys).
     ``fair_key`` gives every job that key (else each gets the key its type's ``fair_key``,
-    or its queue's in ``PQJOBS['FAIR_QUEUES']``, derives from its payload).
+    or its queue's in ``PQJOBS['FAIR_QUEUES']``, derives from its payload), and so does
+    ``concurrency_key``. The options (:class:`~django_pqjobs.specification.ManyOptions`) are
+    :func:`enqueue_job`'s but those it cannot apply job by job (``debounce``, ``sequence``,
+    ``depends_on``).
     """
+    specification.check_names("many", f"job type {job_type!r}", given)
     payload_list = list(payloads)
     if not payload_list:
         return []
@@ -856,23 +777,7 @@ def enqueue_many(
         raise InvalidJobOption(
             f"job type {job_type!r}: {len(keys)} dedupe_keys for {len(payload_list)} payloads"
         )
-    template = prepare(
-        job_type,
-        payload_list[0],
-        queue=queue,
-        priority=priority,
-        run_after=run_after,
-        delay=delay,
-        max_attempts=max_attempts,
-        timeout=timeout,
-        dedupe=dedupe,
-        unique_for=unique_for,
-        unique_states=unique_states,
-        unique_by=unique_by,
-        expires_in=expires_in,
-        deadline=deadline,
-        fair_key=fair_key,
-    )
+    template = prepare(job_type, payload_list[0], **given)
     texts = clear = [serialize_payload(job_type, p) for p in payload_list]
     if known is not None and known.encrypted:
         texts = [stored_payload(known, p, t) for p, t in zip(payload_list, clear, strict=True)]
@@ -890,8 +795,9 @@ def enqueue_many(
         ]
     if template.dedupe != "skip":
         _refuse_repeated_keys(template, keys)
+    given_key, fair_key = given.get("concurrency_key"), given.get("fair_key")
     flows = [template.flow] + [
-        flow_of(job_type, known, template.queue, payload, None) for payload in payload_list[1:]
+        flow_of(job_type, known, template.queue, payload, given_key) for payload in payload_list[1:]
     ]
     fair = [template.fair_key] + [
         fair_key_of(fair_key, known, template.queue, payload, f"job type {job_type!r}")

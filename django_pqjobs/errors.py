@@ -127,6 +127,11 @@ class InvalidJobOption(PQJobsError, ValueError):
     """An option given to ``@job`` or ``enqueue_job`` has an invalid value."""
 
 
+class UnknownJobOption(InvalidJobOption, TypeError):
+    """An option the place it was given to does not take (a misspelt keyword): a
+    ``TypeError`` too, as Python's own for an unexpected keyword argument."""
+
+
 class UnknownJobType(InvalidJobOption):
     """A job type no handler is registered for in this process was enqueued (refused unless
     ``PQJOBS['ALLOW_UNKNOWN_JOB_TYPES']``). The message says where handlers come from and

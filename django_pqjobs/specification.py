@@ -1,36 +1,160 @@
 """A job's options, each declared once: how its value is read, where it may be given, what
 it falls back to, and the rules between options.
 
-An option may be given in up to three places: ``@job(...)`` (a default for the type's
-jobs), ``enqueue_job(...)`` and its siblings (this job), and a task's options
-(``@task_options``, ``@task(...)``, a backend's ``OPTIONS``). Each place reads its values
-with :func:`declare`, so a value is judged by one reader wherever it is given, and then
-checks the rules between options with :func:`check_rules`, written once here. A job that
-gives no value gets its type's, else the ``PQJOBS`` setting's (:func:`default`). The
-database holds jobs enqueued from SQL to the same rules (``sql/schema/enqueue.sql``).
+An option may be given in up to four places: ``@job(...)`` (a default for the type's
+jobs: :class:`TypeOptions`), ``enqueue_job(...)`` and its siblings (this job:
+:class:`EnqueueOptions`), ``enqueue_many(...)`` and ``enqueue_batch(...)`` (each job of the
+call: :class:`ManyOptions`), and a task's options (``@task_options``, ``@task(...)``, a
+backend's ``OPTIONS``: :class:`TaskOptionValues`). Those TypedDicts are the one declaration
+of which option each place takes and of its type: every public signature takes them as
+``**options: Unpack[...]``, and :func:`names_at` reads them. Each place reads its values
+with :func:`declare`, so a value is judged by one reader (``OPTIONS``) wherever it is given,
+and then checks the rules between options with :func:`check_rules`, written once here. A job
+that gives no value gets its type's, else the ``PQJOBS`` setting's (:func:`default`). The
+database holds jobs enqueued from SQL to the same rules (``sql/schema/enqueue.sql``; the
+argument of ``pqjobs_enqueue`` each option is stored through is its ``Option.sql``).
 
-To add a job option: declare it in ``OPTIONS`` (and its rules in :func:`check_rules`), give
-it its keyword where it may be given (``decorator.job``, ``enqueue.enqueue_job``, which keep
-typed signatures), and read it where it acts.
+To add a job option: give it its type in the TypedDict of each place that takes it, its
+reader in ``OPTIONS`` (and its rules in :func:`check_rules`), and read it where it acts.
+tests/integration/test_option_set.py proves every entry point takes and stores every option
+its place declares.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any, Literal, TypedDict
 
 from . import options
 from .conf import conf
-from .errors import InvalidJobOption
-from .keys import flow_key, key_template
+from .durations import Duration
+from .errors import InvalidJobOption, UnknownJobOption
+from .keys import KeyTemplate, flow_key, key_template
+from .options import Dedupe, Isolation, Rate, WaitingFull
 from .policies import make_backoff
+from .statuses import DependencyPolicy
 
-Place = Literal["type", "call", "task"]
+Place = Literal["type", "call", "many", "task"]
 Reader = Callable[[Any, str], Any]
 
-PLACE_NAMES: dict[Place, str] = {"type": "@job", "call": "enqueue_job", "task": "a task"}
+PLACE_NAMES: dict[Place, str] = {
+    "type": "@job",
+    "call": "enqueue_job",
+    "many": "enqueue_many",
+    "task": "a task",
+}
+
+# A key given to a task: a string, or a function of the task's arguments returning one.
+TaskKey = str | Callable[..., str | None]
+
+
+# The options each place takes, and their types: one TypedDict per place, built from parts
+# so that each option's type is written once per form it takes (a key is a literal on a job,
+# a template on a type, a function of the arguments on a task). ``None`` is "not given".
+
+
+class RunOptions(TypedDict, total=False):
+    """Options every place takes: attempts, time limits, uniqueness, expiry."""
+
+    max_attempts: int | None
+    timeout: Duration | None
+    dedupe: Dedupe | None
+    unique_for: Duration | None
+    unique_states: Iterable[str] | str | None
+    unique_by: str | Sequence[str] | None
+    expires_in: Duration | None
+
+
+class _Routed(TypedDict, total=False):
+    """Where a job waits and its rank (a task has the framework's queue_name and priority)."""
+
+    queue: str | None
+    priority: int | str | None  # a whole number, a Priority or its name ("high")
+
+
+class _Timed(TypedDict, total=False):
+    """When this job may run, and until when."""
+
+    run_after: datetime | None
+    delay: Duration | None
+    deadline: datetime | None
+
+
+class _Debounced(TypedDict, total=False):
+    debounce: Duration | None
+    debounce_max: Duration | None
+
+
+class _InWorker(TypedDict, total=False):
+    """How the worker runs the jobs of a type (or a task)."""
+
+    backoff: Any  # see policies.make_backoff
+    isolation: Isolation | None
+    memory_limit: int | str | None
+
+
+class ManyOptions(RunOptions, _Routed, _Timed, total=False):
+    """The options of :func:`~django_pqjobs.enqueue_many` and
+    :func:`~django_pqjobs.enqueue_batch`, for every job of the call (their dedupe keys are
+    ``dedupe_keys=``, one per payload)."""
+
+    concurrency_key: str | None
+    fair_key: str | None
+
+
+class JobOptions(ManyOptions, _Debounced, total=False):
+    """The options of one job, but its dependencies (``JobGraph.add`` takes these)."""
+
+    dedupe_key: str | None
+    sequence: str | None
+    on_dependency_failure: DependencyPolicy | None
+
+
+class EnqueueOptions(JobOptions, total=False):
+    """The options of :func:`~django_pqjobs.enqueue_job` (and ``enqueue_on_commit``,
+    ``ctx.enqueue``, ``ctx.run_child``, a typed job's ``enqueue``)."""
+
+    depends_on: Sequence[int] | None
+
+
+class TypeOptions(RunOptions, _Routed, _Debounced, _InWorker, total=False):
+    """The options of ``@job(...)``: the defaults of the type's jobs, and what only a type
+    declares. A key here is a template over the payload (``"account:{account_id}"``) or a
+    function of it."""
+
+    sequence: KeyTemplate | None
+    sequence_on_failure: str | None
+    fair_key: KeyTemplate | None
+    atomic: bool | None
+    encrypted: bool | Sequence[str] | None
+    version: int | None
+    upgrade: Callable[[Any, int], Any] | None
+    concurrency: int | None
+    concurrency_key: KeyTemplate | None
+    max_waiting: int | None
+    when_waiting_full: WaitingFull | None
+    rate: str | Rate | None
+    rate_key: KeyTemplate | None
+
+
+class TaskOptionValues(RunOptions, _Debounced, _InWorker, total=False):
+    """The options of a task (``@task_options(...)``, ``@task(...)``; a backend's
+    ``OPTIONS`` sets defaults for those but the keys). A key here is a string or a function
+    of the task's arguments."""
+
+    dedupe_key: TaskKey | None
+    fair_key: TaskKey | None
+
+
+PLACES: dict[Place, type] = {
+    "type": TypeOptions,
+    "call": EnqueueOptions,
+    "many": ManyOptions,
+    "task": TaskOptionValues,
+}
 
 
 def _backoff(value: object, what: str) -> Any:
@@ -105,13 +229,17 @@ def _task_dedupe_key(value: object, what: str) -> Any:
 class Option:
     """One job option. ``read`` validates and normalises a value (raising
     :class:`~django_pqjobs.InvalidJobOption` that names it); ``read_at`` overrides it for
-    a place that takes another form (a key template on the type, a literal key per job)."""
+    a place that takes another form (a key template on the type, a literal key per job).
+    Where it may be given is :data:`PLACES`' to say."""
 
     name: str
     read: Reader
-    places: frozenset[Place]
     setting: str | None = None  # the PQJOBS key that applies when no place gives a value
     read_at: tuple[tuple[Place, Reader], ...] = ()
+    # The argument of pqjobs_enqueue() (sql/schema/enqueue.sql, without its p_) a job's read
+    # value goes in through; None: Python applies it (a type's declaration read by the
+    # worker, a key derived, a duplicate answered, rows beside the job's).
+    sql: str | None = None
 
     def reader(self, place: Place) -> Reader:
         return dict(self.read_at).get(place, self.read)
@@ -120,85 +248,117 @@ class Option:
 def _option(
     name: str,
     read: Reader,
-    *places: Place,
+    *,
     setting: str | None = None,
     read_at: tuple[tuple[Place, Reader], ...] = (),
+    sql: str | None = None,
 ) -> Option:
-    return Option(name, read, frozenset(places), setting, read_at)
+    return Option(name, read, setting, read_at, sql)
 
 
 OPTIONS: dict[str, Option] = {
     option.name: option
     for option in (
-        _option("queue", options.queue_name, "type", "call", setting="DEFAULT_QUEUE"),
-        _option("priority", options.priority, "type", "call", setting="DEFAULT_PRIORITY"),
-        _option(
-            "max_attempts", options.max_attempts, "type", "call", "task", setting="MAX_ATTEMPTS"
-        ),
-        _option("timeout", options.timeout, "type", "call", "task", setting="DEFAULT_TIMEOUT"),
+        _option("queue", options.queue_name, setting="DEFAULT_QUEUE", sql="queue"),
+        _option("priority", options.priority, setting="DEFAULT_PRIORITY", sql="priority"),
+        _option("max_attempts", options.max_attempts, setting="MAX_ATTEMPTS", sql="max_attempts"),
+        _option("timeout", options.timeout, setting="DEFAULT_TIMEOUT", sql="timeout_seconds"),
         # the worker applies PQJOBS["BACKOFF"] when an attempt fails, not at enqueue
-        _option("backoff", _backoff, "type", "task"),
-        _option("dedupe", options.dedupe, "type", "call", "task", setting="DEDUPE"),
+        _option("backoff", _backoff),
+        # a duplicate's answer: pqjobs_enqueue returns NULL for one, Python answers it
+        _option("dedupe", options.dedupe, setting="DEDUPE"),
         _option(
             "dedupe_key",
             options.dedupe_key,
-            "call",
-            "task",
             read_at=(("task", _task_dedupe_key),),
+            sql="dedupe_key",
         ),
-        _option("unique_for", options.period, "type", "call", "task"),
-        _option("unique_states", options.unique_states, "type", "call", "task"),
-        _option("unique_by", options.unique_by, "type", "call", "task"),
-        _option("debounce", options.period, "type", "call", "task"),
-        _option("debounce_max", options.period, "type", "call", "task"),
-        _option("expires_in", options.period, "type", "call", "task"),
-        _option("deadline", options.run_after, "call"),
-        _option("sequence", flow_key, "type", "call", read_at=(("type", key_template),)),
-        _option(
-            "sequence_on_failure",
-            options.sequence_on_failure,
-            "type",
-            setting="SEQUENCE_ON_FAILURE",
-        ),
+        _option("unique_for", options.period, sql="unique_for"),
+        _option("unique_states", options.unique_states, sql="unique_states"),
+        _option("unique_by", options.unique_by),  # derives the dedupe_key
+        _option("debounce", options.period),  # sets the delay; a duplicate pushes back
+        _option("debounce_max", options.period),
+        _option("expires_in", options.period, sql="expires_in"),
+        _option("deadline", options.run_after, sql="expires_at"),
+        # a sequence is rows beside the job's (composition.py), written after its insert
+        _option("sequence", flow_key, read_at=(("type", key_template),)),
+        _option("sequence_on_failure", options.sequence_on_failure, setting="SEQUENCE_ON_FAILURE"),
         _option(
             "fair_key",
             flow_key,
-            "type",
-            "call",
-            "task",
             read_at=(("type", key_template), ("task", _task_fair_key)),
+            sql="fair_key",
         ),
-        _option("atomic", _flag, "type"),
-        _option("encrypted", _encrypted, "type"),
-        _option("version", _version, "type"),
-        _option("upgrade", _upgrade, "type"),
+        _option("atomic", _flag),
+        _option("encrypted", _encrypted),
+        _option("version", _version),  # goes in as the job's payload_version
+        _option("upgrade", _upgrade),
         # the worker applies PQJOBS["ISOLATION"] when the type sets none
-        _option("isolation", options.isolation, "type", "task"),
-        _option("memory_limit", options.memory_limit, "type", "task"),
-        _option("concurrency", options.concurrency_limit, "type"),
+        _option("isolation", options.isolation),
+        _option("memory_limit", options.memory_limit),
+        # a type's flow control goes in as the job's concurrency_limit, rate_limit, ...
+        _option("concurrency", options.concurrency_limit),
         _option(
-            "concurrency_key",
-            flow_key,
-            "type",
-            "call",
-            read_at=(("type", key_template),),
+            "concurrency_key", flow_key, read_at=(("type", key_template),), sql="concurrency_key"
         ),
-        _option("max_waiting", options.concurrency_limit, "type"),
-        _option("when_waiting_full", options.waiting_full, "type"),
-        _option("rate", options.rate, "type"),
-        _option("rate_key", key_template, "type"),
-        _option("run_after", options.run_after, "call"),
-        _option("delay", options.delay, "call"),
-        _option("depends_on", options.depends_on, "call"),
-        _option("on_dependency_failure", options.dependency_policy, "call"),
+        _option("max_waiting", options.concurrency_limit),
+        _option("when_waiting_full", options.waiting_full),
+        _option("rate", options.rate),
+        _option("rate_key", key_template),
+        _option("run_after", options.run_after, sql="run_at"),
+        _option("delay", options.delay, sql="delay_seconds"),
+        # dependencies are rows beside the job's (composition.py), written after its insert
+        _option("depends_on", options.depends_on),
+        _option("on_dependency_failure", options.dependency_policy),
     )
 }
+
+# The arguments of pqjobs_enqueue() no option gives: the job itself, and what Python derives
+# for it (its type's flow control and payload version, its parent, its schedule, tracing).
+SQL_DERIVED = frozenset(
+    {
+        "job_type",
+        "payload",
+        "parent_id",
+        "schedule_id",
+        "notify_channel",
+        "trace_context",
+        "concurrency_limit",
+        "rate_key",
+        "rate_limit",
+        "rate_period",
+        "payload_version",
+    }
+)
+
+
+def _place_names(place: Place) -> tuple[str, ...]:
+    declared: Any = PLACES[place]  # a TypedDict class
+    taken = declared.__optional_keys__ | declared.__required_keys__
+    unread = sorted(taken - set(OPTIONS))
+    if unread:  # a declaration error, met at import
+        raise AssertionError(f"{PLACE_NAMES[place]} declares options with no reader: {unread}")
+    return tuple(name for name in OPTIONS if name in taken)
 
 
 @functools.cache
 def names_at(place: Place) -> tuple[str, ...]:
-    """The options that may be given at ``place``, in declaration order."""
-    return tuple(name for name, option in OPTIONS.items() if place in option.places)
+    """The options that may be given at ``place`` (its TypedDict's keys), in the order of
+    ``OPTIONS``."""
+    return _place_names(place)
+
+
+def check_names(place: Place, where: str, given: Mapping[str, Any]) -> None:
+    """Refuse, by name, an option ``place`` does not take (a misspelt keyword): an
+    :class:`~django_pqjobs.errors.UnknownJobOption`, a ``TypeError`` as Python's own for an
+    unexpected keyword, and an :class:`~django_pqjobs.InvalidJobOption`."""
+    known = names_at(place)
+    if not given.keys() <= set(known):
+        unknown = sorted(set(given) - set(known))
+        raise UnknownJobOption(
+            f"{where}: unknown option(s) {', '.join(unknown)}; {PLACE_NAMES[place]} takes: "
+            f"{', '.join(known)}"
+        )
 
 
 def declare(
@@ -215,13 +375,7 @@ def declare(
     value that applies is known: a task's isolation may come from its backend, a job's
     concurrency from its type.
     """
-    known = names_at(place)
-    unknown = sorted(set(given) - set(known))
-    if unknown:
-        raise InvalidJobOption(
-            f"{where}: unknown option(s) {', '.join(unknown)}; {PLACE_NAMES[place]} takes: "
-            f"{', '.join(known)}"
-        )
+    check_names(place, where, given)
     chosen: dict[str, Any] = {}
     for name, value in given.items():
         if value is not None:

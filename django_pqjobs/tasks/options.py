@@ -10,25 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from .. import specification
 from ..errors import InvalidJobOption
 from ..options import Dedupe, Isolation
 from ..policies import BackoffPolicy
+from ..specification import TaskKey, TaskOptionValues
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# A key given to a task: a string, or a function of the task's arguments returning one.
-TaskKey = str | Callable[..., str | None]
+__all__ = ["TaskKey", "TaskOptionValues", "TaskOptions", "task_options"]
 
 # The keys of a backend's OPTIONS and the task option each sets a default for. There is no
 # backend-wide dedupe or fair key: a key only means something for one task (a queue's fair
 # key is PQJOBS["FAIR_QUEUES"]).
+# The task options read at each call, from its arguments; the others are its job type's.
+CALL_KEYS = ("dedupe_key", "fair_key")
 BACKEND_OPTIONS = {
-    name.upper(): name
-    for name in specification.names_at("task")
-    if name not in ("dedupe_key", "fair_key")
+    name.upper(): name for name in specification.names_at("task") if name not in CALL_KEYS
 }
 
 _DECLARED = "pqjobs_task_options"
@@ -36,7 +36,8 @@ _DECLARED = "pqjobs_task_options"
 
 @dataclass(frozen=True)
 class TaskOptions:
-    """Validated options; ``None`` means "not set here"."""
+    """Validated options (:class:`~django_pqjobs.specification.TaskOptionValues`, read);
+    ``None`` means "not set here"."""
 
     max_attempts: int | None = None
     timeout: float | None = None
@@ -100,7 +101,7 @@ def parse_backend_options(raw: object, alias: str) -> TaskOptions:
     return options
 
 
-def task_options(**options: Any) -> Callable[[F], F]:
+def task_options(**options: Unpack[TaskOptionValues]) -> Callable[[F], F]:
     """Declare django-pqjobs options for a task, on any Django version.
 
     Put it *under* ``@task``::

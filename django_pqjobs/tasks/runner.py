@@ -26,7 +26,7 @@ from . import payload, results
 from .arguments import normalize_return_value
 from .binding import RETURN_VALUE, STARTED_RESULT, BoundTask, bound_task
 from .bridge import finished
-from .options import TaskOptions, options_of
+from .options import CALL_KEYS, TaskOptions, options_of
 from .sending import observed, send
 
 if TYPE_CHECKING:
@@ -82,18 +82,8 @@ def ensure_registered(task: Any, family: Family, defaults: TaskOptions) -> JobTy
     job_type = JobType(
         name=task.module_path,
         handler=_handler(bound),
-        max_attempts=options.max_attempts,
-        timeout=options.timeout,
-        backoff=options.backoff,
-        dedupe=options.dedupe,
-        unique_for=options.unique_for,
-        unique_states=options.unique_states,
-        unique_by=options.unique_by,
-        debounce=options.debounce,
-        debounce_max=options.debounce_max,
-        expires_in=options.expires_in,
-        isolation=options.isolation,
-        memory_limit=options.memory_limit,
+        # the task's options its type keeps (its keys are read at each call)
+        **{name: value for name, value in options.given().items() if name not in CALL_KEYS},
         # the framework's task_finished, sent where the worker sends job_finished
         on_finished=functools.partial(finished, bound),
     )

@@ -4,7 +4,6 @@ refuses, naming the same option."""
 
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import fields
 from datetime import UTC, datetime
@@ -23,12 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_each_place_takes_exactly_the_options_declared_for_it():
-    job_keywords = set(inspect.signature(decorator.job).parameters)
-    assert set(specification.names_at("type")) <= job_keywords
-    enqueue_keywords = set(inspect.signature(enqueue.enqueue_job).parameters)
-    assert set(specification.names_at("call")) == (
-        enqueue_keywords - {"job_type", "payload", "using"}
-    )
+    """The signatures themselves: tests/integration/test_option_set.py."""
     assert set(specification.names_at("call")) == set(get_type_hints(enqueue.EnqueueOptions))
     assert set(specification.names_at("task")) == {f.name for f in fields(TaskOptions)}
     assert set(BACKEND_OPTIONS.values()) == set(specification.names_at("task")) - {
