@@ -56,7 +56,7 @@ def _parked(quick: bool) -> Result:
     with worker_process("--concurrency", "4"):
         parked = _until(count, "waiting")
         time.sleep(2)
-        running = sql("SELECT count(*) FROM pqjobs_job WHERE status = 'running'")[0][0]
+        running = sql("SELECT count(*) FROM pqjobs_job_hot WHERE status = 'running'")[0][0]
         held = _connections()
         for job_id in ids:
             send_signal(job_id, "go")
@@ -148,7 +148,7 @@ def _until(count: int, status: str) -> int:
     deadline = time.monotonic() + 120
     found = 0
     while time.monotonic() < deadline:
-        found = sql("SELECT count(*) FROM pqjobs_job WHERE status = %s", [status])[0][0]
+        found = sql("SELECT count(*) FROM pqjobs_job_hot WHERE status = %s", [status])[0][0]
         if found == count:
             break
         time.sleep(0.2)
@@ -168,7 +168,7 @@ def _resume_latency(quick: bool) -> list[Result]:
             send_signal(job_id, "go")
             time.sleep(0.05)
         time.sleep(1)
-    rows = sql("SELECT id, result::text::float8 FROM pqjobs_job WHERE status = 'done'")
+    rows = sql("SELECT id, result::text::float8 FROM pqjobs_job_hot WHERE status = 'done'")
     values = [(float(resumed) - sent[int(job_id)]) * 1000 for job_id, resumed in rows]
     if len(values) < count:
         return [
