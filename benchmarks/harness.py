@@ -117,10 +117,13 @@ def reset_tables() -> None:
     """Empty the queue's tables (the hot partitions and the rest); the history partitions
     hold ``HISTORY["finished"]`` done jobs after it (loaded only when they do not already),
     and everything is analysed."""
-    # no RESTART IDENTITY: the history's ids come from the hot table's sequence too
+    # No RESTART IDENTITY: the history's ids come from the hot table's sequence too, and
+    # a job must not meet the signals or steps of an earlier job of its id (the signals, not
+    # emptied here once, resumed the resume-latency scenario's jobs before they parked).
     sql(
         "TRUNCATE pqjobs_job_hot, pqjobs_attempt_hot, pqjobs_worker, pqjobs_key_slot, "
-        "pqjobs_rate, pqjobs_pause, pqjobs_batch, pqjobs_dependency CASCADE"
+        "pqjobs_rate, pqjobs_pause, pqjobs_batch, pqjobs_dependency, pqjobs_signal, "
+        "pqjobs_step CASCADE"
     )
     finished = HISTORY["finished"]
     if history_rows() != finished or (
