@@ -16,7 +16,7 @@ import statistics
 
 from django_pqjobs import enqueue_many
 
-from ..harness import HISTORY, Result, reset_tables, sql, worker_process
+from ..harness import HISTORY, BackendCpu, Result, reset_tables, sql, worker_process
 from .baseline import drain_with_sql
 
 TARGET = 10_000
@@ -52,13 +52,18 @@ def run(quick: bool) -> list[Result]:
     rounds = 2 if quick else 5
     rates: dict[str, list[float]] = {name: [] for name in VARIANTS}
     raw: list[float] = []
+    raw_cpu: list[float] = []
+    drain_cpu: list[float] = []
     failures: list[dict] = []
     for _ in range(rounds):
-        raw.append(drain_with_sql(jobs, 4, 100, raw=True))
+        raw.append(drain_with_sql(jobs, 4, 100, raw=True, cpu=raw_cpu))
         for name, (flags, launcher) in VARIANTS.items():
             reset_tables()
             enqueue_many("tests.noop", [{}] * jobs)
-            rate, checks = drain_rate(jobs, *flags, launcher=launcher)
+            with BackendCpu() as meter:
+                rate, checks = drain_rate(jobs, *flags, launcher=launcher)
+            if name == "default":
+                drain_cpu.append(meter.seconds)
             ok = checks["done"] == jobs == checks["complete_rows"] and checks["exit_code"] == 0
             if not ok:
                 failures.append({"variant": name, **checks})
@@ -84,6 +89,17 @@ def run(quick: bool) -> list[Result]:
             f"(rounds {min(raw):,.0f}-{max(raw):,.0f}); per-round ratios "
             f"{min(ratios):.2f}-{max(ratios):.2f}, taking turns; {beside}",
             {"raw_rounds": raw, "ratios": ratios},
+        ),
+        Result(
+            "drain: server CPU per job, raw batch-100 loop / run_jobs at its defaults",
+            statistics.median(r / d for r, d in zip(raw_cpu, drain_cpu, strict=True)),
+            "x",
+            "-",
+            None,
+            f"server CPU per job: raw loop {statistics.median(raw_cpu) / jobs * 1e6:.0f} us, "
+            f"run_jobs {statistics.median(drain_cpu) / jobs * 1e6:.0f} us (medians; every "
+            "session of the database, sampled every 20 ms): robust to the machine's load",
+            {"raw_cpu": raw_cpu, "drain_cpu": drain_cpu},
         ),
         Result(
             f"drain: {jobs} no-op jobs, run_jobs --concurrency 4 (default verbosity)",
