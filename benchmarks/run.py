@@ -1,7 +1,8 @@
 """Run the performance scenarios and print a table (see benchmarks/README.md).
 
 DATABASE_URL=postgres://... python benchmarks/run.py [--quick] [--only drain,latency]
-    [--finished 100000,1000000]   (the sizes of flow_enqueue and enqueue_floors)
+    [--finished 100000,1000000] [--history 100000]
+    (--finished: the sizes of flow_enqueue and enqueue_floors)
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import ROOT, Result, setup_django
+from benchmarks.harness import ROOT, Result, setup_django, use_history
 
 ORDER = [
     "baseline",
@@ -53,7 +54,16 @@ def main() -> int:
         help="flow_enqueue, enqueue_floors: comma-separated sizes of the analysed table of "
         "finished jobs",
     )
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=100_000,
+        help="done jobs kept in history partitions beside every scenario, loaded once and "
+        "analysed (0: none; issue 42 measures beside 1000000)",
+    )
     args = parser.parse_args()
+    if args.history < 0:
+        parser.error("--history takes a whole number >= 0")
     try:
         finished = [int(n) for n in args.finished.split(",") if n.strip()]
     except ValueError:
@@ -63,6 +73,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown scenario(s) {sorted(unknown)}; choose from {ORDER}")
     setup_django()
+    use_history(args.history)
     from benchmarks.scenarios import (
         baseline,
         batches,

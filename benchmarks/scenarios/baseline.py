@@ -11,7 +11,7 @@ import time
 
 from django_pqjobs import enqueue_many
 
-from ..harness import Result, raw_connection, reset_tables
+from ..harness import BackendCpu, Result, raw_connection, reset_tables
 
 COMPLETE = (
     "UPDATE pqjobs_job SET status = 'done', finished_at = now(), duration_ms = 0 WHERE id = ANY(%s)"
@@ -27,7 +27,10 @@ RAW_CLAIM = (
 )
 
 
-def drain_with_sql(jobs: int, threads: int, batch: int, raw: bool = False) -> float:
+def drain_with_sql(
+    jobs: int, threads: int, batch: int, raw: bool = False, cpu: list[float] | None = None
+) -> float:
+    """Jobs/s of the loop; with ``cpu``, the server's CPU seconds for it are appended."""
     reset_tables()
     enqueue_many("tests.noop", [{}] * jobs)
     # what the worker calls, or the raw loop's UPDATE
@@ -43,12 +46,16 @@ def drain_with_sql(jobs: int, threads: int, batch: int, raw: bool = False) -> fl
                 conn.execute(COMPLETE, [[r[0] for r in rows]])
 
     workers = [threading.Thread(target=loop, args=(n,)) for n in range(threads)]
-    started = time.perf_counter()
-    for t in workers:
-        t.start()
-    for t in workers:
-        t.join()
-    return jobs / (time.perf_counter() - started)
+    with BackendCpu() as meter:
+        started = time.perf_counter()
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+        elapsed = time.perf_counter() - started
+    if cpu is not None:
+        cpu.append(meter.seconds)
+    return jobs / elapsed
 
 
 def run(quick: bool) -> list[Result]:

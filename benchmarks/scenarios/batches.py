@@ -45,7 +45,7 @@ def drain_rate(members: int, as_batch: bool) -> float:
         process.wait(600)
     (rate,) = sql(
         "SELECT count(*) / NULLIF(extract(epoch FROM max(finished_at) - min(locked_at)), 0) "
-        "FROM pqjobs_job WHERE job_type = 'tests.noop' AND callback_of_id IS NULL"
+        "FROM pqjobs_job_hot WHERE job_type = 'tests.noop' AND callback_of_id IS NULL"
     )[0]
     return float(rate or 0)
 
@@ -70,7 +70,7 @@ def callback_latency_ms(members: int) -> float:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             rows = sql(
-                "SELECT result FROM pqjobs_job WHERE callback_of_id = %s AND status = 'done'",
+                "SELECT result FROM pqjobs_job_hot WHERE callback_of_id = %s AND status = 'done'",
                 [opened.id],
             )
             if rows:
@@ -80,7 +80,7 @@ def callback_latency_ms(members: int) -> float:
             raise RuntimeError("the callback did not run within 120 s")
     ((started,),) = rows
     ((last_finished,),) = sql(
-        "SELECT extract(epoch FROM max(finished_at)) FROM pqjobs_job WHERE batch_id = %s",
+        "SELECT extract(epoch FROM max(finished_at)) FROM pqjobs_job_hot WHERE batch_id = %s",
         [opened.id],
     )
     return (float(started) - float(last_finished)) * 1000

@@ -35,17 +35,17 @@ def _small_tenant_waits(job_type: str, backlog: int, probes: int) -> list[float]
         # until the worker is under way, so each probe meets a busy worker and a backlog
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if sql("SELECT count(*) FROM pqjobs_job WHERE status = 'done'")[0][0] >= 1000:
+            if sql("SELECT count(*) FROM pqjobs_job_hot WHERE status = 'done'")[0][0] >= 1000:
                 break
             time.sleep(0.05)
         for n in range(probes):
             ids.append(enqueue_job(job_type, {"tenant": "small", "n": n}))
             time.sleep(0.02)
-        left = sql("SELECT count(*) FROM pqjobs_job WHERE status = 'ready'")[0][0]
+        left = sql("SELECT count(*) FROM pqjobs_job_hot WHERE status = 'ready'")[0][0]
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             pending = sql(
-                "SELECT count(*) FROM pqjobs_job WHERE id = ANY(%s) AND locked_at IS NULL",
+                "SELECT count(*) FROM pqjobs_job_hot WHERE id = ANY(%s) AND locked_at IS NULL",
                 [ids],
             )[0][0]
             if not pending:
@@ -54,7 +54,7 @@ def _small_tenant_waits(job_type: str, backlog: int, probes: int) -> list[float]
     if left == 0:
         raise RuntimeError("the backlog ran out before the last probe: make it larger")
     rows = sql(
-        "SELECT extract(epoch FROM locked_at - created_at) * 1000 FROM pqjobs_job "
+        "SELECT extract(epoch FROM locked_at - created_at) * 1000 FROM pqjobs_job_hot "
         "WHERE id = ANY(%s) AND locked_at IS NOT NULL",
         [ids],
     )

@@ -60,7 +60,7 @@ def _worker_round(count: int, probe: str | None = None) -> tuple[list[float], li
         time.sleep(1)
     rows = sql(
         "SELECT id, extract(epoch FROM created_at), extract(epoch FROM locked_at), "
-        "result::text::float8 FROM pqjobs_job WHERE status = 'done'"
+        "result::text::float8 FROM pqjobs_job_hot WHERE status = 'done'"
     )
     if len(rows) < count:
         raise RuntimeError(f"only {len(rows)} of {count} jobs started")

@@ -12,7 +12,7 @@ def run(quick: bool) -> list[Result]:
     reset_tables()
 
     def done() -> int:
-        return int(sql("SELECT count(*) FROM pqjobs_job WHERE status = 'done'")[0][0])
+        return int(sql("SELECT count(*) FROM pqjobs_job_hot WHERE status = 'done'")[0][0])
 
     with worker_process("--concurrency", "4") as process:
         enqueue_many("tests.noop", [{}] * first)

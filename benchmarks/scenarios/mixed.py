@@ -59,7 +59,9 @@ def enqueue_alone(seconds: float) -> float:
     reset_tables()
     enqueuers = enqueue_for(seconds, ENQUEUERS)
     total = counts(enqueuers)
-    (span,) = sql("SELECT extract(epoch FROM max(created_at) - min(created_at)) FROM pqjobs_job")[0]
+    (span,) = sql(
+        "SELECT extract(epoch FROM max(created_at) - min(created_at)) FROM pqjobs_job_hot"
+    )[0]
     return total / float(span or seconds)
 
 
@@ -75,7 +77,7 @@ def drain_alone(jobs: int) -> float:
             process.wait(600)
     (rate,) = sql(
         "SELECT count(*) / NULLIF(extract(epoch FROM max(finished_at) - min(locked_at)), 0) "
-        "FROM pqjobs_job WHERE status = 'done'"
+        "FROM pqjobs_job_hot WHERE status = 'done'"
     )[0]
     return float(rate or 0)
 
@@ -99,16 +101,17 @@ def mixed(seconds: float, floor: bool = False) -> tuple[float, list[float], list
             time.sleep(2)  # every listener is listening
         total = counts(enqueue_for(seconds, ENQUEUERS))
         wait_until(
-            lambda: sql("SELECT count(*) FROM pqjobs_job WHERE status = 'done'")[0][0] >= total,
+            lambda: sql("SELECT count(*) FROM pqjobs_job_hot WHERE status = 'done'")[0][0] >= total,
             120,
             0.2,
         )
     rows = sql(
         "SELECT (result::text::float8 - extract(epoch FROM created_at)) * 1000, "
-        "extract(epoch FROM locked_at - created_at) * 1000 FROM pqjobs_job WHERE status = 'done'"
+        "extract(epoch FROM locked_at - created_at) * 1000 FROM pqjobs_job_hot "
+        "WHERE status = 'done'"
     )
     (span,) = sql(
-        "SELECT extract(epoch FROM max(finished_at) - min(created_at)) FROM pqjobs_job "
+        "SELECT extract(epoch FROM max(finished_at) - min(created_at)) FROM pqjobs_job_hot "
         "WHERE status = 'done'"
     )[0]
     rate = len(rows) / float(span or seconds)

@@ -57,7 +57,7 @@ def cpu_per_job(jobs: int, flags: tuple[str, ...]) -> tuple[float, float, float,
         ((wal,),) = sql("SELECT pg_current_wal_lsn()::text")
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            if sql("SELECT count(*) FROM pqjobs_job WHERE status = 'done'")[0][0] == jobs:
+            if sql("SELECT count(*) FROM pqjobs_job_hot WHERE status = 'done'")[0][0] == jobs:
                 break
             time.sleep(0.05)
         workers = tree_cpu_seconds(process.pid) - workers
@@ -65,7 +65,7 @@ def cpu_per_job(jobs: int, flags: tuple[str, ...]) -> tuple[float, float, float,
         ((wal_bytes,),) = sql("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", [wal])
     ((rate,),) = sql(
         "SELECT count(*) / NULLIF(extract(epoch FROM max(finished_at) - min(locked_at)), 0) "
-        "FROM pqjobs_job WHERE status = 'done'"
+        "FROM pqjobs_job_hot WHERE status = 'done'"
     )
     return workers / jobs * 1e6, server / jobs * 1e6, float(rate or 0), float(wal_bytes) / jobs
 

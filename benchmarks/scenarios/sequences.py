@@ -33,7 +33,7 @@ def drain_rate(keys: int, per_key: int, sequenced: bool) -> float:
     total = keys * per_key
     with worker_process("--concurrency", "4"):
         finished = wait_until(
-            lambda: sql("SELECT count(*) FROM pqjobs_job WHERE status = 'done'")[0][0] == total,
+            lambda: sql("SELECT count(*) FROM pqjobs_job_hot WHERE status = 'done'")[0][0] == total,
             timeout=600,
             interval=0.2,
         )
@@ -41,7 +41,7 @@ def drain_rate(keys: int, per_key: int, sequenced: bool) -> float:
         raise RuntimeError("the drain did not finish within 600 s")
     (rate,) = sql(
         "SELECT count(*) / NULLIF(extract(epoch FROM max(finished_at) - min(locked_at)), 0) "
-        "FROM pqjobs_job"
+        "FROM pqjobs_job_hot"
     )[0]
     return float(rate or 0)
 

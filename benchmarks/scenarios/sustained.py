@@ -20,7 +20,9 @@ def run(quick: bool) -> list[Result]:
     size_start, dead_start = sql(SIZES)[0]
     windows: list[tuple[float, float]] = []
     sizes: list[int] = []
-    with worker_process("--concurrency", "4"):
+    with worker_process(
+        "--concurrency", "4", env={"DJANGO_SETTINGS_MODULE": "benchmarks.settings"}
+    ):
         started = time.monotonic()
         sent = 0
         window_start = started
@@ -33,7 +35,7 @@ def run(quick: bool) -> list[Result]:
             if time.monotonic() - window_start >= step:
                 rows = sql(
                     "SELECT count(*), coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY "
-                    "extract(epoch FROM locked_at - created_at) * 1000), 0) FROM pqjobs_job "
+                    "extract(epoch FROM locked_at - created_at) * 1000), 0) FROM pqjobs_job_hot "
                     "WHERE finished_at > now() - make_interval(secs => %s)",
                     [step],
                 )

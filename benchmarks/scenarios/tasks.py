@@ -84,7 +84,7 @@ def drain(job_type: str) -> tuple[float, float]:
     (jobs, first, last, left) = sql(
         "SELECT count(*) FILTER (WHERE finished_at > first.at), extract(epoch FROM first.at), "
         "extract(epoch FROM max(finished_at)), count(*) FILTER (WHERE status <> 'done') "
-        "FROM pqjobs_job, (SELECT min(finished_at) AS at FROM pqjobs_job) AS first "
+        "FROM pqjobs_job_hot, (SELECT min(finished_at) AS at FROM pqjobs_job_hot) AS first "
         "WHERE job_type = %s GROUP BY first.at",
         [job_type],
     )[0]

@@ -56,7 +56,7 @@ def _drain_rate(kind: str, count: int) -> float:
         process.wait(600)
     (rate,) = sql(
         "SELECT count(*) / NULLIF(extract(epoch FROM max(finished_at) - min(locked_at)), 0) "
-        "FROM pqjobs_job WHERE status = 'done'"
+        "FROM pqjobs_job_hot WHERE status = 'done'"
     )[0]
     return float(rate or 0)
 
