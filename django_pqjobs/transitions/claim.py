@@ -3,6 +3,7 @@ holds to blocked in the same call), and ready → blocked alone (:func:`hold_bac
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,11 +49,31 @@ def claim(
             [worker_id, limit, list(queues) if queues else None, min_priority, scan],
         )
         rows = cursor.fetchall()
-        columns = tuple(column.name for column in cursor.description)
+        columns = _columns(cursor)
     # the last column counts the jobs held back; a claim that held some and claimed none
     # returns one row of NULLs but that count
     blocked = int(rows[0][-1]) if rows else 0
     return Claimed(columns, [row for row in rows if row[0] is not None], blocked)
+
+
+@functools.lru_cache(maxsize=8)
+def _names(raw: tuple[bytes | None, ...]) -> tuple[str, ...]:
+    return tuple((name or b"").decode() for name in raw)
+
+
+def _columns(cursor: Any) -> tuple[str, ...]:
+    """The names of the claim's columns, decoded once per shape of result.
+
+    ``cursor.description`` builds a column object per column on every claim: with the
+    claim's 43 columns that cost more than building the claimed Job (measured: 120 µs of
+    the worker's CPU per claim on a loaded machine, against 7 µs for the raw names). The
+    names stay read from each result, so a claim whose columns changed (a migration)
+    still meets ``claiming.layout``'s check.
+    """
+    result = cursor.pgresult
+    if result is None:
+        return tuple(column.name for column in cursor.description or ())
+    return _names(tuple(result.fname(index) for index in range(result.nfields)))
 
 
 def hold_back(
