@@ -90,7 +90,7 @@ def migration(name: str) -> Any:
     return RunPython(forward, backward)
 
 
-_NAME_LINE = re.compile(r"^-- name: ([a-z_]+)$", re.MULTILINE)
+_NAME_LINE = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)$", re.MULTILINE)
 
 
 def queries(module: str) -> dict[str, str]:
