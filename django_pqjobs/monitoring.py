@@ -305,10 +305,10 @@ def _reading(alias: str | None) -> Iterator[CursorWrapper]:
     connection = connections[alias]
     nested = connection.in_atomic_block
     with transaction.atomic(using=alias), connection.cursor() as cursor:
-        cursor.execute(QUERIES["reading"], [str(READ_TIMEOUT_MS)])
+        cursor.execute(QUERIES["set_timeout"], [str(READ_TIMEOUT_MS)])
         yield cursor
         if nested:  # the timeout would last until the caller's transaction ends
-            cursor.execute(QUERIES["reading_2"])
+            cursor.execute(QUERIES["default_timeout"])
 
 
 def read(alias: str | None, sql: str, params: Any) -> list[tuple[Any, ...]]:

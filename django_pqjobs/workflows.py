@@ -369,7 +369,7 @@ def send_signal(
     alias = using or conf.DATABASE
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         cursor.execute(f"SELECT pg_advisory_xact_lock({SIGNAL_LOCK})", [job_id])
-        cursor.execute(QUERIES["send_signal"], [job_id])
+        cursor.execute(QUERIES["job_type_of"], [job_id])
         row = cursor.fetchone()
         if row is None:
             raise JobNotFound(job_id)
@@ -379,7 +379,7 @@ def send_signal(
         if known is not None and known.encrypted:
             text = protection.seal(text, what, known.name)
         cursor.execute(
-            QUERIES["send_signal_2"],
+            QUERIES["add_signal"],
             [job_id, name, text],
         )
         if cursor.fetchone() is None:

@@ -99,14 +99,14 @@ def statement_timeout(alias: str, seconds: float | None) -> Iterator[None]:
             return
         with connection.cursor() as cursor:
             cursor.execute(
-                QUERIES["statement_timeout"],
+                QUERIES["swap_timeout"],
                 [f"{max(1, round(seconds * 1000))}ms"],
             )
             previous = cursor.fetchone()[0]
         yield
         if nested:  # in a request-wide transaction the setting would outlive this block
             with connection.cursor() as cursor:
-                cursor.execute(QUERIES["statement_timeout_2"], [previous])
+                cursor.execute(QUERIES["restore_timeout"], [previous])
 
 
 class GuardedChangeList(ChangeList):

@@ -75,8 +75,8 @@ SELECT CASE
     ELSE GREATEST(0, extract(epoch FROM now() - pg_last_xact_replay_timestamp()))
 END
 
--- name: reading
+-- name: set_timeout
 SELECT set_config('statement_timeout', %s, true)
 
--- name: reading_2
+-- name: default_timeout
 SET LOCAL statement_timeout TO DEFAULT

@@ -24,8 +24,8 @@ SELECT payload::text FROM pqjobs_signal WHERE job_id = %s AND name = %s
 -- name: child
 SELECT status, result::text, error_type, last_error FROM pqjobs_job WHERE {shelf} id = %s
 
--- name: send_signal
+-- name: job_type_of
 SELECT job_type FROM pqjobs_job WHERE id = %s
 
--- name: send_signal_2
+-- name: add_signal
 INSERT INTO pqjobs_signal (job_id, name, payload, sent_at) VALUES (%s, %s, %s::jsonb, now()) ON CONFLICT (job_id, name) DO NOTHING RETURNING id
