@@ -19,7 +19,10 @@ from typing import Any
 from django.db import ProgrammingError, connections
 
 from . import options
+from .sql import queries
 from .statuses import AuditAction
+
+QUERIES = queries("audit")
 
 __all__ = [
     "AuditAction",
@@ -79,10 +82,7 @@ def record_jobs(alias: str, action: AuditAction, by: str, changed: Sequence[JobA
     actor = options.actor(by)
     with _writing(), connections[alias].cursor() as cursor:
         cursor.execute(
-            "INSERT INTO pqjobs_audit (at, actor, action, job_id, target, detail) "
-            "SELECT now(), %s, %s, t.job_id, COALESCE(t.target, j.job_type, ''), t.detail "
-            "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS t(job_id, target, detail) "
-            "LEFT JOIN pqjobs_job j ON j.id = t.job_id",
+            QUERIES["record_jobs"],
             [
                 actor,
                 str(action),
@@ -107,8 +107,7 @@ def record(
     actor = options.actor(by)
     with _writing(), connections[alias].cursor() as cursor:
         cursor.execute(
-            "INSERT INTO pqjobs_audit (at, actor, action, schedule_id, target, detail) "
-            "VALUES (now(), %s, %s, %s, %s, %s)",
+            QUERIES["record"],
             [actor, str(action), schedule_id, target, detail[:DETAIL_MAX_CHARS]],
         )
 
@@ -142,20 +141,14 @@ def job_events(alias: str, job_id: int, limit: int = SHOWN_EVENTS) -> list[Event
     ``pqjobs_audit_job``)."""
     with connections[alias].cursor() as cursor:
         cursor.execute(
-            "SELECT at, actor, action, detail FROM pqjobs_audit "
-            "WHERE job_id = %s ORDER BY id DESC LIMIT %s",
+            QUERIES["job_events"],
             [job_id, limit],
         )
         rows: list[Any] = cursor.fetchall()
     return [Event(*row) for row in reversed(rows)]
 
 
-_PRUNE = """
-DELETE FROM pqjobs_audit WHERE id IN (
-    SELECT id FROM pqjobs_audit WHERE at < now() - make_interval(secs => %s)
-    ORDER BY at LIMIT %s
-)
-"""
+_PRUNE = QUERIES["prune"]
 
 
 def may_prune(alias: str) -> bool:
@@ -165,7 +158,7 @@ def may_prune(alias: str) -> bool:
     audit trail is then pruned by ``prune_jobs`` run as the tables' owner.
     """
     with connections[alias].cursor() as cursor:
-        cursor.execute("SELECT has_table_privilege('pqjobs_audit', 'DELETE')")
+        cursor.execute(QUERIES["may_prune"])
         return bool(cursor.fetchone()[0])
 
 

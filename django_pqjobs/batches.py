@@ -3,7 +3,8 @@
 ``batch()`` opens a transaction; jobs enqueued inside it (``enqueue_job``,
 ``enqueue_many``, Django Tasks' ``enqueue()``) join the batch, and the batch and its
 members commit together or not at all. From then on the database keeps the counts and
-enqueues each callback once per finish of the batch (migration 0013, ``composition.py``).
+enqueues each callback once per finish of the batch (sql/schema/composition.sql,
+``composition.py``).
 """
 
 from __future__ import annotations
@@ -22,15 +23,18 @@ from .enqueue import PreparedJob, enqueue_many, prepare, ready_database
 from .errors import InvalidJobOption
 from .options import NAME_MAX_LENGTH, storable_text
 from .specification import ManyOptions
+from .sql import queries
 from .statuses import BATCH_CALLBACKS
+
+QUERIES = queries("batches")
 
 if TYPE_CHECKING:
     from .models import Batch
 
 __all__ = ["OpenBatch", "batch", "enqueue_batch", "get_batch"]
 
-_CREATE = "INSERT INTO pqjobs_batch (label, callbacks) VALUES (%s, '{}') RETURNING id"
-_SET_CALLBACKS = "UPDATE pqjobs_batch SET callbacks = %s::jsonb WHERE id = %s"
+_CREATE = QUERIES["create"]
+_SET_CALLBACKS = QUERIES["set_callbacks"]
 
 
 def _callback(kind: str, callback: Any, payload: Any, batch_id: int) -> dict[str, Any] | None:
@@ -131,7 +135,7 @@ def batch(
         with composition.filling(open_batch):
             yield open_batch
         with connections[alias].cursor() as cursor:
-            cursor.execute("SELECT pqjobs_batch_seal(%s)", [open_batch.id])
+            cursor.execute(QUERIES["batch"], [open_batch.id])
 
 
 def enqueue_batch(

@@ -21,15 +21,16 @@ from django.db.models.functions import Now
 from . import audit, monitoring, options
 from .conf import conf
 from .models import ConcurrencySetting
+from .sql import queries
 from .statuses import AuditAction
+
+QUERIES = queries("capacity")
 
 EVERY_WORKER = "*"
 READ_INTERVAL = 2.0  # seconds between a worker's reads of its setting
 CONCURRENCY_MAX = 1024  # executor threads a worker may be started with (--max-concurrency)
 
-_READ = """
-SELECT name, concurrency FROM pqjobs_concurrency WHERE name = ANY(%s)
-"""
+_READ = QUERIES["read"]
 
 
 def max_concurrency(concurrency: int, most: int | None, what: str = "max_concurrency") -> int:

@@ -6,10 +6,14 @@ from datetime import datetime
 
 from django.db import connections
 
+from .sql import queries
+
+QUERIES = queries("clock")
+
 
 def database_now(alias: str) -> datetime:
     """``SELECT now()`` on ``alias`` (the transaction's start time inside a transaction)."""
     with connections[alias].cursor() as cursor:
-        cursor.execute("SELECT now()")
+        cursor.execute(QUERIES["database_now"])
         value: datetime = cursor.fetchone()[0]
         return value

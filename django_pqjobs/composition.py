@@ -1,10 +1,10 @@
 """Composition at enqueue: the open batch new jobs join, and the edges of dependencies.
 
 What happens later (a dependent released or cancelled, batch counts, callbacks) is done by
-the database at the commit of whatever changes a member or a prerequisite (migration
-0013), so it holds for every path a job's status takes. This module writes what those
-triggers read: ``pqjobs_job.batch_id`` and the batch's counts, ``pqjobs_dependency`` rows,
-``waiting_for`` and ``has_dependents``.
+the database at the commit of whatever changes a member or a prerequisite
+(sql/schema/composition.sql), so it holds for every path a job's status takes. This
+module writes what those triggers read: ``pqjobs_job.batch_id`` and the batch's counts,
+``pqjobs_dependency`` rows, ``waiting_for`` and ``has_dependents``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ from django.db import connections
 
 from . import transitions
 from .errors import InvalidJobOption
+from .sql import queries
 from .statuses import ACTIVE_STATUSES, FINISHED_STATUSES
+
+QUERIES = queries("composition")
 
 
 @dataclass
@@ -64,16 +67,14 @@ def batch_for(alias: str) -> OpenBatch | None:
 
 def join_batch(cursor: Any, open_batch: OpenBatch, job_ids: Sequence[int]) -> None:
     """Make the just-inserted (still ready, uncommitted) jobs members of the batch."""
-    cursor.execute(
-        "UPDATE pqjobs_job SET batch_id = %s WHERE id = ANY(%s)", [open_batch.id, list(job_ids)]
-    )
+    cursor.execute(QUERIES["join_batch"], [open_batch.id, list(job_ids)])
     count_members(cursor, open_batch, job_ids)
 
 
 def count_members(cursor: Any, open_batch: OpenBatch, job_ids: Sequence[int]) -> None:
     """Add jobs inserted with the batch's id to its counts (they are all still active)."""
     cursor.execute(
-        "UPDATE pqjobs_batch SET total = total + %s, pending = pending + %s WHERE id = %s",
+        QUERIES["count_members"],
         [len(job_ids), len(job_ids), open_batch.id],
     )
     open_batch.job_ids.extend(job_ids)
@@ -84,16 +85,9 @@ _FINAL = tuple(str(s) for s in FINISHED_STATUSES)
 # The prerequisites are locked (in id order, so two enqueuers never deadlock) before their
 # status is read: a prerequisite that finishes meanwhile does so after this transaction
 # commits, and its commit then sees the new edge and has_dependents.
-_LOCK_PREREQUISITES = """
-SELECT id, status FROM pqjobs_job WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE
-"""
-_MARK_PREREQUISITES = """
-UPDATE pqjobs_job SET has_dependents = true WHERE id = ANY(%s) AND NOT has_dependents
-"""
-_ADD_EDGES = """
-INSERT INTO pqjobs_dependency (job_id, depends_on_id)
-SELECT %s, d FROM unnest(%s::bigint[]) d
-"""
+_LOCK_PREREQUISITES = QUERIES["lock_prerequisites"]
+_MARK_PREREQUISITES = QUERIES["mark_prerequisites"]
+_ADD_EDGES = QUERIES["add_edges"]
 
 
 def depend(cursor: Any, job_id: int, depends_on: Sequence[int], policy: str, where: str) -> str:
@@ -139,19 +133,13 @@ def _as_finished(status: str) -> str:
 # Enqueuers of one sequence take turns on its row of pqjobs_sequence, from before the
 # INSERT to their commit (the upsert locks the row; the next enqueuer then reads the id the
 # last one wrote), so ids follow the order of the turns and each finds the job before it.
-_SEQUENCE_TURN = """
-INSERT INTO pqjobs_sequence (key, last_job_id) VALUES (%s, NULL)
-ON CONFLICT (key) DO UPDATE SET key = EXCLUDED.key
-RETURNING last_job_id
-"""
-_SEQUENCE_NEXT = "UPDATE pqjobs_sequence SET last_job_id = %s WHERE key = %s"
-_SET_SEQUENCE = "UPDATE pqjobs_job SET sequence_key = %s WHERE id = %s"
-_STATUS = "SELECT status FROM pqjobs_job WHERE id = %s"
+_SEQUENCE_TURN = QUERIES["sequence_turn"]
+_SEQUENCE_NEXT = QUERIES["sequence_next"]
+_SET_SEQUENCE = QUERIES["set_sequence"]
+_STATUS = QUERIES["status"]
 # What a job that left the sequence (cancelled, expired, deleted) waited for: its place in
 # line (its edges stay, a deleted sequenced job's too, until that job is pruned).
-_WAITED_FOR = """
-SELECT depends_on_id FROM pqjobs_dependency WHERE job_id = %s ORDER BY depends_on_id DESC LIMIT 1
-"""
+_WAITED_FOR = QUERIES["waited_for"]
 _STILL_IN_LINE = tuple(str(s) for s in ACTIVE_STATUSES)
 
 

@@ -18,8 +18,11 @@ from .errors import JobCancelled
 from .options import finite_number
 from .protection import reveal_value
 from .serialization import from_json, storable_text, to_json
+from .sql import queries
 from .transitions import Fence
 from .workflows import Workflow
+
+QUERIES = queries("context")
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
@@ -107,8 +110,7 @@ class JobContext:
         dependency pruned meanwhile is missing."""
         with self.connection.cursor() as cursor:
             cursor.execute(
-                "SELECT j.id, j.result::text, j.job_type FROM pqjobs_dependency d "
-                "JOIN pqjobs_job j ON j.id = d.depends_on_id WHERE d.job_id = %s ORDER BY j.id",
+                QUERIES["dependency_results"],
                 [self.job.id],
             )
             rows = cursor.fetchall()

@@ -16,14 +16,13 @@ from django.db import connections, transaction
 from .conf import conf
 from .registry import registry
 from .serialization import from_json, to_json
+from .sql import queries
 
-_EXISTS = "SELECT to_regclass('pqjobs_protected_type') IS NOT NULL"
-_UPSERT = """
-INSERT INTO pqjobs_protected_type (job_type, fields) VALUES (%s, %s::jsonb)
-ON CONFLICT (job_type) DO UPDATE SET fields = EXCLUDED.fields
-WHERE pqjobs_protected_type.fields IS DISTINCT FROM EXCLUDED.fields
-"""
-_FORGET = "DELETE FROM pqjobs_protected_type WHERE job_type = ANY(%s)"
+QUERIES = queries("declarations")
+
+_EXISTS = QUERIES["exists"]
+_UPSERT = QUERIES["upsert"]
+_FORGET = QUERIES["forget"]
 
 
 def _declared() -> tuple[dict[str, str | None], list[str]]:
@@ -53,7 +52,7 @@ def unpublished(using: str) -> list[str]:
         if not cursor.fetchone()[0]:
             return []
         cursor.execute(
-            "SELECT job_type, fields::text FROM pqjobs_protected_type WHERE job_type = ANY(%s)",
+            QUERIES["unpublished"],
             [list(protected)],
         )
         listed = {name: fields for name, fields in cursor.fetchall()}

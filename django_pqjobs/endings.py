@@ -20,7 +20,10 @@ from django.db import connections, transaction
 
 from . import signals
 from .registry import registry
+from .sql import queries
 from .statuses import Outcome
+
+QUERIES = queries("endings")
 
 if TYPE_CHECKING:
     from .models import Job
@@ -92,24 +95,7 @@ def announce_after_commit(
 # The settle trigger cancels a dependent in the transaction that ended its dependency, so
 # its finished_at is that transaction's now(): the one of the dependency's own ending (or
 # ``at``). Cascades (dependents of a cancelled dependent) carry the same time.
-_CANCELLED_DEPENDENTS = """
-WITH RECURSIVE cancelled AS (
-    SELECT j.id, j.finished_at AS at
-    FROM unnest(%(roots)s::bigint[]) AS root(id)
-    JOIN pqjobs_dependency d ON d.depends_on_id = root.id
-    JOIN pqjobs_job j ON j.id = d.job_id
-    LEFT JOIN pqjobs_job r ON r.id = root.id
-    WHERE j.status = 'cancelled' AND j.error_type = 'DependencyFailed'
-      AND j.finished_at = COALESCE(%(at)s, r.finished_at)
-    UNION
-    SELECT j.id, j.finished_at
-    FROM cancelled c
-    JOIN pqjobs_dependency d ON d.depends_on_id = c.id
-    JOIN pqjobs_job j ON j.id = d.job_id
-    WHERE j.status = 'cancelled' AND j.error_type = 'DependencyFailed' AND j.finished_at = c.at
-)
-SELECT id FROM cancelled ORDER BY id
-"""
+_CANCELLED_DEPENDENTS = QUERIES["cancelled_dependents"]
 
 
 def _cancelled_dependents(alias: str, roots: list[int], at: datetime | None) -> list[int]:

@@ -19,9 +19,12 @@ from .audit import AuditAction
 from .conf import conf
 from .printable import counted
 from .registry import registry
+from .sql import queries
 from .tasks import activation
 from .tasks.errors import TaskNotLoadable
 from .tasks.loader import configured_queues, load_task
+
+QUERIES = queries("flow_control")
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,7 @@ def _is_task(name: str) -> bool:
 
 def _has_jobs(job_type: str, using: str | None) -> bool:
     with connections[using or conf.DATABASE].cursor() as cursor:
-        cursor.execute("SELECT EXISTS (SELECT 1 FROM pqjobs_job WHERE job_type = %s)", [job_type])
+        cursor.execute(QUERIES["has_jobs"], [job_type])
         (found,) = cursor.fetchone()
     return bool(found)
 
@@ -155,9 +158,7 @@ def _target(kind: str, name: str) -> str:
 def paused(using: str | None = None) -> list[Paused]:
     """Every paused queue and job type."""
     with connections[using or conf.DATABASE].cursor() as cursor:
-        cursor.execute(
-            "SELECT kind, name, paused_at, paused_by FROM pqjobs_pause ORDER BY kind, name"
-        )
+        cursor.execute(QUERIES["paused"])
         return [Paused(*row) for row in cursor.fetchall()]
 
 
@@ -170,12 +171,7 @@ class Held:
     jobs: int
 
 
-_HELD = """
-SELECT blocked_by, COALESCE(CASE blocked_by WHEN 'limit' THEN concurrency_key
-                                            WHEN 'rate' THEN rate_key END, queue), count(*)
-FROM pqjobs_job WHERE shelf = 'hot' AND status = 'blocked'
-GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT %s
-"""
+_HELD = QUERIES["held"]
 
 
 def held(limit: int = 50, using: str | None = None) -> list[Held]:

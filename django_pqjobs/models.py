@@ -602,7 +602,7 @@ class WorkerRecord(models.Model):
 class Batch(models.Model):
     """Jobs enqueued together whose callbacks run once all of them are finished.
 
-    The counts are kept by the database (migration 0013): a member that finishes, is
+    The counts are kept by the database (sql/schema/composition.sql): a member that finishes, is
     retried, cancelled or deleted while active moves them in the transaction that changes
     it, and the transaction that finishes the last member enqueues the callbacks, exactly
     once per finish. ``callbacks`` holds each callback's prepared job (type, queue,

@@ -22,6 +22,9 @@ from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 
 from .conf import conf
+from .sql import queries
+
+QUERIES = queries("monitoring")
 
 READ_TIMEOUT_MS = 5000
 
@@ -36,31 +39,7 @@ FAILED_EXACT_UP_TO = 10_000
 # infinite age, where "now() - run_after" would fail the whole scrape. The failed arm reads only the
 # newest FAILED_EXACT_UP_TO + 1 failed jobs, newest first through their index; the expired
 # arm the jobs that expired in the last 24 hours (a range of the finished-jobs index).
-_DEPTH = """
-SELECT queue, job_type, 'ready', NULL, count(*), count(*) FILTER (WHERE run_after <= now()),
-       extract(epoch FROM now())
-       - extract(epoch FROM min(run_after) FILTER (WHERE run_after <= now()))
-FROM pqjobs_job WHERE shelf = 'hot' AND status = 'ready' GROUP BY queue, job_type
-UNION ALL
-SELECT queue, job_type, 'blocked', blocked_by, count(*), 0,
-       extract(epoch FROM now())
-       - extract(epoch FROM min(run_after) FILTER (WHERE run_after <= now()))
-FROM pqjobs_job WHERE shelf = 'hot' AND status = 'blocked' GROUP BY queue, job_type, blocked_by
-UNION ALL
-SELECT queue, job_type, 'waiting', NULL, count(*), 0, NULL
-FROM pqjobs_job WHERE shelf = 'hot' AND status = 'waiting' GROUP BY queue, job_type
-UNION ALL
-SELECT queue, job_type, 'running', NULL, count(*), 0, NULL
-FROM pqjobs_job WHERE shelf = 'hot' AND status = 'running' GROUP BY queue, job_type
-UNION ALL
-SELECT queue, job_type, 'failed', NULL, count(*), 0, NULL FROM (
-    SELECT queue, job_type FROM pqjobs_job WHERE status = 'failed' ORDER BY id DESC LIMIT %s
-) newest GROUP BY queue, job_type
-UNION ALL
-SELECT queue, job_type, 'expired', NULL, count(*), 0, NULL
-FROM pqjobs_job WHERE status = 'expired' AND finished_at > now() - interval '24 hours'
-GROUP BY queue, job_type
-"""
+_DEPTH = QUERIES["depth"]
 _FAILED_ESTIMATE = "EXPLAIN (FORMAT JSON) SELECT 1 FROM pqjobs_job WHERE status = 'failed'"
 
 
@@ -145,15 +124,7 @@ def _oldest(rows: Iterable[Depth]) -> dict[str, float]:
 
 
 # Ready jobs walk the claim index; jobs held by a limit or rate the blocked-jobs index.
-_LAG = """
-SELECT extract(epoch FROM now()) - extract(epoch FROM least(
-    (SELECT min(run_after) FROM pqjobs_job
-     WHERE shelf = 'hot' AND status = 'ready' AND run_after <= now() {queue_filter}),
-    (SELECT min(run_after) FROM pqjobs_job
-     WHERE shelf = 'hot' AND status = 'blocked' AND blocked_by <> 'paused'
-       AND run_after <= now() {queue_filter})
-))
-"""
+_LAG = QUERIES["lag"]
 
 
 def oldest_due_seconds(alias: str | None = None, queues: list[str] | None = None) -> float:
@@ -169,10 +140,7 @@ def oldest_due_seconds(alias: str | None = None, queues: list[str] | None = None
     return 0.0 if value is None else max(0.0, float(value))
 
 
-_HELD_BY_PAUSE = """
-SELECT count(*) FROM pqjobs_job
-WHERE shelf = 'hot' AND status = 'blocked' AND blocked_by = 'paused' {queue_filter}
-"""
+_HELD_BY_PAUSE = QUERIES["held_by_pause"]
 
 
 def held_by_pause(alias: str | None = None, queues: list[str] | None = None) -> int:
@@ -183,10 +151,7 @@ def held_by_pause(alias: str | None = None, queues: list[str] | None = None) -> 
 
 
 # A range of the finished-jobs index.
-_EXPIRED_LATELY = """
-SELECT count(*) FROM pqjobs_job
-WHERE status = 'expired' AND finished_at > now() - make_interval(secs => %s) {queue_filter}
-"""
+_EXPIRED_LATELY = QUERIES["expired_lately"]
 
 
 def expired_lately(
@@ -218,23 +183,7 @@ class LeftBehind:
 
 # Seconds are differences of epochs: a run_after of 'infinity' is an infinite wait, not an
 # error. Ready and blocked rows only, through their partial indexes.
-_LEFT_BEHIND = """
-SELECT count(*) FILTER (WHERE status = 'ready' AND run_after <= now()),
-       count(*) FILTER (WHERE status = 'ready' AND run_after <= now()
-                        AND schedule_id IS NOT NULL),
-       count(*) FILTER (WHERE status = 'ready' AND run_after > now() AND attempts > 0),
-       extract(epoch FROM min(run_after) FILTER (WHERE status = 'ready' AND run_after > now()
-                                                 AND attempts > 0))
-       - extract(epoch FROM now()),
-       count(*) FILTER (WHERE status = 'ready' AND run_after > now() AND attempts = 0),
-       extract(epoch FROM min(run_after) FILTER (WHERE status = 'ready' AND run_after > now()
-                                                 AND attempts = 0))
-       - extract(epoch FROM now()),
-       count(*) FILTER (WHERE status = 'blocked' AND blocked_by = 'paused'),
-       count(*) FILTER (WHERE status = 'blocked' AND blocked_by IS DISTINCT FROM 'paused')
-FROM pqjobs_job
-WHERE shelf = 'hot' AND status IN ('ready', 'blocked') {queue_filter} {priority_filter}
-"""
+_LEFT_BEHIND = QUERIES["left_behind"]
 
 
 def left_behind(
@@ -274,15 +223,7 @@ class WorkerState:
     max_concurrency: int | None = None
 
 
-_WORKERS = """
-SELECT worker_id, hostname, pid, concurrency,
-       least(greatest(started_at, '0001-01-02 00:00+00'), '9999-12-30 00:00+00'),
-       extract(epoch FROM now()) - extract(epoch FROM heartbeat_at),
-       extract(epoch FROM now()) - extract(epoch FROM loop_at),
-       least(greatest(heartbeat_at, '0001-01-02 00:00+00'), '9999-12-30 00:00+00'),
-       queues, started_concurrency, max_concurrency
-FROM pqjobs_worker ORDER BY worker_id
-"""
+_WORKERS = QUERIES["workers"]
 
 
 def workers(alias: str | None = None) -> list[WorkerState]:
@@ -314,13 +255,7 @@ def _queue_names(value: Any) -> tuple[str, ...] | None:
 
 # A standby that has replayed all it received is as current as the primary's last change,
 # however long ago that was: its lag is 0, not the age of the last transaction.
-_READ_LAG = """
-SELECT CASE
-    WHEN NOT pg_is_in_recovery() THEN NULL
-    WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn() THEN 0
-    ELSE GREATEST(0, extract(epoch FROM now() - pg_last_xact_replay_timestamp()))
-END
-"""
+_READ_LAG = QUERIES["read_lag"]
 
 
 def read_lag(alias: str) -> float | None:
@@ -370,10 +305,10 @@ def _reading(alias: str | None) -> Iterator[CursorWrapper]:
     connection = connections[alias]
     nested = connection.in_atomic_block
     with transaction.atomic(using=alias), connection.cursor() as cursor:
-        cursor.execute("SELECT set_config('statement_timeout', %s, true)", [str(READ_TIMEOUT_MS)])
+        cursor.execute(QUERIES["set_timeout"], [str(READ_TIMEOUT_MS)])
         yield cursor
         if nested:  # the timeout would last until the caller's transaction ends
-            cursor.execute("SET LOCAL statement_timeout TO DEFAULT")
+            cursor.execute(QUERIES["default_timeout"])
 
 
 def read(alias: str | None, sql: str, params: Any) -> list[tuple[Any, ...]]:

@@ -15,6 +15,7 @@ import psycopg
 from django.db import connections
 
 from .conf import conf
+from .sql import queries
 
 CHANNEL = "pqjobs"
 
@@ -35,8 +36,12 @@ def channel() -> str | None:
 # A NOTIFY costs every notifying transaction a database-wide lock through its commit, and
 # is heard by no one while every worker claims on its own (under load): so only while some
 # worker says it listens (pqjobs_enqueue() applies the same rule). The function needs no
-# grant on pqjobs_worker (migration 0011).
+# grant on pqjobs_worker (sql/schema/enqueue.sql).
 ANYONE_LISTENS = "pqjobs_anyone_listens()"
+QUERIES = {
+    name: text.replace("{anyone_listens}", ANYONE_LISTENS)
+    for name, text in queries("notify").items()
+}
 
 
 def notify_queues(cursor: Any, queues: Iterable[str]) -> None:
@@ -44,7 +49,7 @@ def notify_queues(cursor: Any, queues: Iterable[str]) -> None:
     names = sorted(set(queues))
     if names and conf.LISTEN_NOTIFY:
         cursor.execute(
-            f"SELECT pg_notify(%s, q) FROM unnest(%s::text[]) q WHERE {ANYONE_LISTENS}",
+            QUERIES["notify_queues"],
             [CHANNEL, names],
         )
 
@@ -54,7 +59,6 @@ def notify_jobs(cursor: Any, job_ids: Sequence[int]) -> None:
     the hot shelf)."""
     if job_ids and conf.LISTEN_NOTIFY:
         cursor.execute(
-            "SELECT pg_notify(%s, queue) FROM (SELECT DISTINCT queue FROM pqjobs_job "
-            f"WHERE shelf = 'hot' AND id = ANY(%s)) q WHERE {ANYONE_LISTENS}",
+            QUERIES["notify_jobs"],
             [CHANNEL, list(job_ids)],
         )

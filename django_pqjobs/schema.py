@@ -14,6 +14,9 @@ from django.conf import settings
 from django.db import DatabaseError, OperationalError, connections, transaction
 
 from .errors import DatabaseNotReady
+from .sql import queries
+
+QUERIES = queries("schema")
 
 APP_LABEL = "django_pqjobs"
 # SQLSTATEs of a statement naming a function, table or column the database does not have.
@@ -87,10 +90,7 @@ def missing_migrations(alias: str) -> list[str]:
     connection = connections[alias]
     with transaction.atomic(using=alias), connection.cursor() as cursor:
         # NULL when there is no such table yet: nothing was migrated, which Django can tell
-        cursor.execute(
-            "SELECT CASE WHEN to_regclass('django_migrations') IS NOT NULL "
-            "THEN has_table_privilege('django_migrations', 'SELECT') END"
-        )
+        cursor.execute(QUERIES["missing_migrations"])
         readable = cursor.fetchone()[0]
     if readable is False:
         return _missing_tables(alias)
@@ -123,35 +123,14 @@ def writable_by_everyone(alias: str) -> str | None:
     those of other tools, resolve to (CVE-2018-1058). None too while the tables are missing.
     """
     with connections[alias].cursor() as cursor:
-        cursor.execute(
-            "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE c.oid = to_regclass('pqjobs_job') "
-            "AND has_schema_privilege('public', n.oid, 'CREATE')"
-        )
+        cursor.execute(QUERIES["writable_by_everyone"])
         row = cursor.fetchone()
     return None if row is None else str(row[0])
 
 
 # Names in the job tables' schema that pqjobs_history_prepare() would make (history.sql)
 # held by anything but our partitions: a table, view or type another role made first.
-_SQUATTED = r"""
-WITH ours AS (
-    SELECT c.relnamespace AS home, c.relowner AS owner FROM pg_class c
-    WHERE c.oid = to_regclass('pqjobs_job')
-), named AS (
-    SELECT c.relname AS name, c.relowner AS owner, c.oid FROM pg_class c, ours
-    WHERE c.relnamespace = ours.home
-    UNION ALL
-    SELECT t.typname, t.typowner, NULL FROM pg_type t, ours
-    WHERE t.typnamespace = ours.home AND t.typrelid = 0
-)
-SELECT n.name, pg_get_userbyid(n.owner) FROM named n, ours
-WHERE n.name ~ '^pqjobs_(job|attempt)_(done|failed|cancelled|expired)_[0-9]{8}_[0-9]{1,2}$'
-  AND (n.owner <> ours.owner OR NOT EXISTS (
-      SELECT 1 FROM pg_inherits i WHERE i.inhrelid = n.oid
-        AND i.inhparent IN (to_regclass('pqjobs_job'), to_regclass('pqjobs_attempt'))))
-ORDER BY 1
-"""
+_SQUATTED = QUERIES["squatted"]
 
 
 def squatted_partition_names(alias: str) -> list[tuple[str, str]]:

@@ -15,6 +15,10 @@ from dataclasses import dataclass
 
 from django.db import connections
 
+from .sql import queries
+
+QUERIES = queries("stats")
+
 # Upper bounds (seconds) of the runtime histogram's buckets: from no-op jobs to hour-long
 # ones. The last bucket is +Inf.
 DURATION_BUCKETS: tuple[float, ...] = (
@@ -60,27 +64,7 @@ class BucketTotal:
     count: int
 
 
-_ADD = """
-WITH outcomes AS (
-    INSERT INTO pqjobs_outcome_count AS c
-        (job_type, queue, outcome, count, duration_ms, updated_at)
-    SELECT t.job_type, t.queue, t.outcome, t.count, t.ms, now()
-    FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[], %s::bigint[])
-         WITH ORDINALITY AS t(job_type, queue, outcome, count, ms, n)
-    ORDER BY t.n
-    ON CONFLICT (job_type, queue, outcome) DO UPDATE
-    SET count = c.count + EXCLUDED.count, duration_ms = c.duration_ms + EXCLUDED.duration_ms,
-        updated_at = now()
-), buckets AS (
-    INSERT INTO pqjobs_duration_bucket AS b (job_type, queue, le, count)
-    SELECT t.job_type, t.queue, t.le, t.count
-    FROM unnest(%s::text[], %s::text[], %s::float8[], %s::bigint[])
-         WITH ORDINALITY AS t(job_type, queue, le, count, n)
-    ORDER BY t.n
-    ON CONFLICT (job_type, queue, le) DO UPDATE SET count = b.count + EXCLUDED.count
-)
-SELECT 1
-"""
+_ADD = QUERIES["add"]
 
 
 def add_totals(
@@ -114,17 +98,11 @@ def add_totals(
 
 def outcome_totals(alias: str) -> list[OutcomeTotal]:
     with connections[alias].cursor() as cursor:
-        cursor.execute(
-            "SELECT job_type, queue, outcome, count, duration_ms FROM pqjobs_outcome_count "
-            "ORDER BY job_type, queue, outcome"
-        )
+        cursor.execute(QUERIES["outcome_totals"])
         return [OutcomeTotal(r[0], r[1], r[2], int(r[3]), int(r[4])) for r in cursor.fetchall()]
 
 
 def bucket_totals(alias: str) -> list[BucketTotal]:
     with connections[alias].cursor() as cursor:
-        cursor.execute(
-            "SELECT job_type, queue, le, count FROM pqjobs_duration_bucket "
-            "ORDER BY job_type, queue, le"
-        )
+        cursor.execute(QUERIES["bucket_totals"])
         return [BucketTotal(r[0], r[1], float(r[2]), int(r[3])) for r in cursor.fetchall()]

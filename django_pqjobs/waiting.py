@@ -2,8 +2,8 @@
 
 The waiter LISTENs on ``pqjobs_finished`` on a connection of its own (autocommit: it never
 holds a transaction open), marks the job ``waited_on`` so that its finish is announced
-(migration 0013), and reads the job again when the announcement comes. A slow poll covers
-a lost connection or a notification sent before the LISTEN; it is a fallback, not the
+(sql/schema/composition.sql), and reads the job again when the announcement comes. A slow
+poll covers a lost connection or a notification sent before the LISTEN; it is a fallback, not the
 way results arrive.
 """
 
@@ -30,6 +30,9 @@ from .errors import (
 from .notify import listening_connection
 from .protection import reveal_value
 from .serialization import from_json
+from .sql import queries
+
+QUERIES = queries("waiting")
 
 __all__ = ["wait_for", "wait_for_async"]
 
@@ -40,19 +43,9 @@ POLL_INTERVAL = 5.0
 # SKIP LOCKED: a job row held by a long transaction (an atomic job's, an enqueuer's) must
 # not hold the waiter past its timeout; it tries again on its next look.
 # A job not finished is on the hot shelf: the hot partition alone is planned and locked.
-_MARK = """
-UPDATE pqjobs_job SET waited_on = true
-WHERE shelf = 'hot'
-  AND id = (SELECT id FROM pqjobs_job WHERE shelf = 'hot' AND id = %s AND NOT waited_on
-            AND status NOT IN ('done', 'failed', 'cancelled', 'expired')
-            FOR NO KEY UPDATE SKIP LOCKED)
-"""
+_MARK = QUERIES["mark"]
 # Read on the hot shelf first; on every shelf (history) only if it is not there.
-_READ = """
-SELECT status, result::text, error_type, last_error, waited_on, job_type FROM pqjobs_job
-WHERE {shelf} id = %s
-LIMIT 1
-"""
+_READ = QUERIES["read"]
 _READ_HOT = _READ.format(shelf="shelf = 'hot' AND")
 _READ_ANY = _READ.format(shelf="")
 # How soon to look again while the job could not be marked (its row was locked).

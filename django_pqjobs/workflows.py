@@ -46,10 +46,13 @@ from .notify import notify_queues
 from .protection import reveal_value
 from .registry import registry
 from .serialization import from_json, to_json
+from .sql import queries
 from .statuses import FINISHED_STATUSES
 from .transitions import Fence
 from .transitions.cursors import batch_cursor
 from .transitions.workflows import SIGNAL_LOCK
+
+QUERIES = queries("workflow_api")
 
 
 class Running(Protocol):
@@ -104,34 +107,21 @@ class _Record:
     remaining: float | None  # seconds until wake_at (<= 0: passed); None: no wake_at
 
 
-_RECORDS = """
-SELECT name, kind, result::text, finished_at IS NOT NULL,
-       extract(epoch FROM wake_at - now())::float8
-FROM pqjobs_step WHERE job_id = %s
-"""
+_RECORDS = QUERIES["records"]
 # A step's record: pqjobs_record_step() (sql/schema/workflows.sql), fenced on the attempt.
 # On its own, a record commits without waiting for the WAL flush; inside a transaction of
 # the handler's, whose commit it must not change, as that transaction commits.
-_RECORD = "SELECT pqjobs_record_step(%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s)"
+_RECORD = QUERIES["record"]
 _ASYNC_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) = 'off'"
-_FINISH = """
-UPDATE pqjobs_step SET finished_at = now(), result = %(result)s::jsonb
-WHERE {commit} AND job_id = %(job)s AND name = %(name)s AND finished_at IS NULL
-  AND EXISTS (
-      SELECT 1 FROM pqjobs_job
-      WHERE shelf = 'hot' AND id = %(job)s AND status = 'running' AND locked_by = %(worker)s
-        AND attempts = %(attempt)s
-  )
-RETURNING id
-"""
+_FINISH = QUERIES["finish"]
 # in a transaction -> the statement to send
 _FINISHES = {
     in_transaction: _FINISH.replace("{commit}", "true" if in_transaction else _ASYNC_COMMIT)
     for in_transaction in (False, True)
 }
-_SIGNAL = "SELECT payload::text FROM pqjobs_signal WHERE job_id = %s AND name = %s"
+_SIGNAL = QUERIES["signal"]
 # (on the hot shelf first: a child still to run, or finished lately, is there)
-_CHILD = "SELECT status, result::text, error_type, last_error FROM pqjobs_job WHERE {shelf} id = %s"
+_CHILD = QUERIES["child"]
 _CHILD_ON_SHELVES = (_CHILD.format(shelf="shelf = 'hot' AND"), _CHILD.format(shelf=""))
 
 
@@ -379,7 +369,7 @@ def send_signal(
     alias = using or conf.DATABASE
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         cursor.execute(f"SELECT pg_advisory_xact_lock({SIGNAL_LOCK})", [job_id])
-        cursor.execute("SELECT job_type FROM pqjobs_job WHERE id = %s", [job_id])
+        cursor.execute(QUERIES["job_type_of"], [job_id])
         row = cursor.fetchone()
         if row is None:
             raise JobNotFound(job_id)
@@ -389,9 +379,7 @@ def send_signal(
         if known is not None and known.encrypted:
             text = protection.seal(text, what, known.name)
         cursor.execute(
-            "INSERT INTO pqjobs_signal (job_id, name, payload, sent_at) "
-            "VALUES (%s, %s, %s::jsonb, now()) ON CONFLICT (job_id, name) DO NOTHING "
-            "RETURNING id",
+            QUERIES["add_signal"],
             [job_id, name, text],
         )
         if cursor.fetchone() is None:

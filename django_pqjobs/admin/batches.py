@@ -1,5 +1,5 @@
 """Admin for batches: read-only. A batch's counts and callbacks are the database's to keep
-(migration 0013); its members change through the job actions (a Retry of a failed member
+(sql/schema/composition.sql); its members change through the job actions (a Retry of a failed member
 reopens the batch).
 
 The list shows each batch's progress; the batch page its counts, its members by status

@@ -53,6 +53,9 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from ..conf import conf
+from ..sql import queries
+
+QUERIES = queries("admin_changelist")
 
 # Parameters of Django's change list itself (the filters add their own).
 LIST_PARAMETERS = frozenset(
@@ -96,15 +99,14 @@ def statement_timeout(alias: str, seconds: float | None) -> Iterator[None]:
             return
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT current_setting('statement_timeout'), "
-                "set_config('statement_timeout', %s, true)",
+                QUERIES["swap_timeout"],
                 [f"{max(1, round(seconds * 1000))}ms"],
             )
             previous = cursor.fetchone()[0]
         yield
         if nested:  # in a request-wide transaction the setting would outlive this block
             with connection.cursor() as cursor:
-                cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
+                cursor.execute(QUERIES["restore_timeout"], [previous])
 
 
 class GuardedChangeList(ChangeList):

@@ -19,7 +19,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from ..models import Batch, Job
+from ..sql import queries
 from . import display
+
+QUERIES = queries("admin_composition")
 
 SHOWN_EDGES = 50
 SHOWN_CALLBACK_JOBS = 30
@@ -84,18 +87,10 @@ UNION ALL
  FROM pqjobs_dependency d LEFT JOIN pqjobs_job j ON j.id = d.job_id
  WHERE d.depends_on_id = %(id)s LIMIT %(limit)s)
 """
-_COUNT_EDGES = """
-SELECT count(*) FROM (SELECT 1 FROM pqjobs_dependency WHERE {column} = %s LIMIT %s) t
-"""
-_MEMBERS_BY_STATUS = """
-SELECT status, count(*) FROM pqjobs_job WHERE batch_id = %s GROUP BY status
-"""
-_CALLBACK_JOBS = """
-SELECT id, status, job_type FROM pqjobs_job WHERE callback_of_id = %s ORDER BY id DESC LIMIT %s
-"""
-_COUNT_CALLBACK_JOBS = """
-SELECT count(*) FROM (SELECT 1 FROM pqjobs_job WHERE callback_of_id = %s LIMIT %s) t
-"""
+_COUNT_EDGES = QUERIES["count_edges"]
+_MEMBERS_BY_STATUS = QUERIES["members_by_status"]
+_CALLBACK_JOBS = QUERIES["callback_jobs"]
+_COUNT_CALLBACK_JOBS = QUERIES["count_callback_jobs"]
 
 
 def _rows(alias: str, sql: str, params: Any) -> list[tuple[Any, ...]]:

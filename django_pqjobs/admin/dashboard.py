@@ -15,63 +15,26 @@ from .. import monitoring
 from ..clock import database_now
 from ..conf import conf
 from ..registry import registry
+from ..sql import queries
 from ..statuses import FINISHED_STATUSES
 from .display import moment
 
-_PER_MINUTE = """
-SELECT date_trunc('minute', finished_at) AS minute,
-       count(*) FILTER (WHERE status = 'done'),
-       count(*) FILTER (WHERE status = 'failed')
-FROM pqjobs_job
-WHERE status IN ('done', 'failed', 'cancelled') AND finished_at > now() - interval '1 hour'
-  AND finished_at <= now()  -- a row written behind our back may say 'infinity'
-GROUP BY 1
-"""
+QUERIES = queries("admin_dashboard")
+
+_PER_MINUTE = QUERIES["per_minute"]
 # Failed attempts after which the job went on (a retry), per minute. The attempt that ended
 # a failed or cancelled job is that job's failure, counted above, not a retry; an attempt
 # given back (released, snoozed, parked) was no failure.
-_RETRIES_PER_MINUTE = """
-SELECT date_trunc('minute', a.finished_at), count(*) FROM pqjobs_attempt a
-WHERE a.finished_at > now() - interval '1 hour' AND a.finished_at <= now()
-  AND a.outcome NOT IN ('released', 'snoozed', 'parked')
-  AND NOT EXISTS (SELECT 1 FROM pqjobs_job j
-                  WHERE j.id = a.job_id AND j.status IN ('failed', 'cancelled')
-                    AND j.attempts = a.attempt)
-GROUP BY 1
-"""
+_RETRIES_PER_MINUTE = QUERIES["retries_per_minute"]
 # One range scan of the finished-jobs index serves both the per-type table and the totals:
 # its cost grows with the jobs finished in the last 24 h (docs/benchmarks.md has figures).
-_LAST_DAY = """
-SELECT job_type, status, count(*) FROM pqjobs_job
-WHERE status IN ('done', 'failed', 'cancelled', 'expired')
-  AND finished_at > now() - interval '24 hours'
-GROUP BY 1, 2
-"""
+_LAST_DAY = QUERIES["last_day"]
 # One arm per status, so each is served by its partial index (waiting / claim / blocked /
 # running) however many finished rows the table holds; "status IN (...)" would read the
 # whole table. The last column counts the ready jobs with a fair key (a fair-shared queue).
-_ACTIVE = """
-SELECT 'waiting', queue, count(*), NULL, 0 FROM pqjobs_job
-WHERE shelf = 'hot' AND status = 'waiting' GROUP BY queue
-UNION ALL
-SELECT 'ready', queue, count(*),
-       -- inside Python's calendar, whatever a row written behind our back says
-       min(greatest(run_after, '0001-01-02 00:00+00')) FILTER (WHERE run_after <= now()),
-       count(*) FILTER (WHERE fair_key IS NOT NULL)
-FROM pqjobs_job WHERE shelf = 'hot' AND status = 'ready' GROUP BY queue
-UNION ALL
-SELECT 'blocked', queue, count(*), NULL, 0 FROM pqjobs_job
-WHERE shelf = 'hot' AND status = 'blocked' GROUP BY queue
-UNION ALL
-SELECT 'running', queue, count(*), NULL, 0 FROM pqjobs_job
-WHERE shelf = 'hot' AND status = 'running' GROUP BY queue
-ORDER BY 2, 1
-"""
+_ACTIVE = QUERIES["active"]
 # Through the partial index on running jobs.
-_RUNNING_BY_WORKER = """
-SELECT locked_by, count(*) FROM pqjobs_job WHERE shelf = 'hot' AND status = 'running'
-GROUP BY locked_by
-"""
+_RUNNING_BY_WORKER = QUERIES["running_by_worker"]
 
 
 FAILING_SHOWN = 8  # job types in the dashboard's "Failures" at its top

@@ -37,7 +37,10 @@ from django.db.models.lookups import LessThanOrEqual
 from .. import audit
 from ..models import Job, JobAttempt
 from ..serialization import ERROR_TEXT_LIMIT
+from ..sql import queries
 from ..tasks.payload import BACKEND_KEY
+
+QUERIES = queries("admin_excerpts")
 
 SHOWN_CHARS = 64 * 1024
 SHOWN_TRACEBACK_CHARS = ERROR_TEXT_LIMIT
@@ -116,26 +119,8 @@ def progress_of(job: Job) -> dict[str, Any] | None:
 
 # The LATERAL subquery (kept apart by OFFSET 0) turns each jsonb value into text once, for
 # both its excerpt and its length.
-_PAGE_DATA = """
-SELECT left(t.payload, %(chars)s), length(t.payload),
-       left(t.result, %(chars)s), length(t.result),
-       right(j.last_error, %(tb_chars)s), length(j.last_error),
-       j.progress IS NOT NULL,
-       left(j.progress ->> 'done', %(number_chars)s),
-       left(j.progress ->> 'total', %(number_chars)s),
-       left(j.progress ->> 'message', %(message_chars)s),
-       EXISTS (SELECT 1 FROM pqjobs_step s WHERE s.job_id = j.id)
-FROM pqjobs_job j,
-     LATERAL (SELECT j.payload::text AS payload, j.result::text AS result OFFSET 0) t
-WHERE {shelf} j.id = %(id)s LIMIT 1
-"""
-_PAGE_PROGRESS = """
-SELECT j.progress IS NOT NULL,
-       left(j.progress ->> 'done', %(number_chars)s),
-       left(j.progress ->> 'total', %(number_chars)s),
-       EXISTS (SELECT 1 FROM pqjobs_step s WHERE s.job_id = j.id)
-FROM pqjobs_job j WHERE {shelf} j.id = %(id)s LIMIT 1
-"""
+_PAGE_DATA = QUERIES["page_data"]
+_PAGE_PROGRESS = QUERIES["page_progress"]
 # Looked for on the hot shelf first (its partition alone planned and locked), then on every
 # shelf (a job in history).
 _ON_SHELVES = ("j.shelf = 'hot' AND", "")

@@ -23,21 +23,15 @@ from ..flow import known_queues
 from ..models import Dependency
 from ..options import EARLIEST_RUN_AFTER as EARLIEST
 from ..options import LATEST_RUN_AFTER as LATEST
+from ..sql import queries
 from ..statuses import FINISHED_STATUSES, JobStatus
 from .changelist import RefusedQuery
 from .search import whole_number
 
+QUERIES = queries("admin_filters")
+
 # A "loose index scan": one index probe per distinct value instead of reading every row.
-_DISTINCT = """
-WITH RECURSIVE seen AS (
-    (SELECT {column} AS value FROM pqjobs_job ORDER BY {column} LIMIT 1)
-    UNION ALL
-    SELECT (SELECT {column} FROM pqjobs_job WHERE {column} > seen.value
-            ORDER BY {column} LIMIT 1)
-    FROM seen WHERE seen.value IS NOT NULL
-)
-SELECT value FROM seen WHERE value IS NOT NULL LIMIT 500
-"""
+_DISTINCT = QUERIES["distinct"]
 
 
 def distinct_job_types(alias: str) -> list[str]:

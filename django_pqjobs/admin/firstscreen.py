@@ -23,7 +23,10 @@ from dataclasses import dataclass, field
 from django.db import connections
 
 from ..models import Job
+from ..sql import queries
 from ..statuses import FINISHED_STATUSES
+
+QUERIES = queries("admin_firstscreen")
 
 # Attempt outcomes that end an attempt without an error: the handler parked the job (a
 # durable sleep or a wait for a signal) or snoozed it. They have no traceback.
@@ -188,8 +191,7 @@ def workers_seen(alias: str, worker_ids: Iterable[str], live_after: float) -> di
         return {}
     with connections[alias].cursor() as cursor:
         cursor.execute(
-            "SELECT w.worker_id, extract(epoch FROM now() - w.heartbeat_at) "
-            "FROM pqjobs_worker w WHERE w.worker_id = ANY(%s)",
+            QUERIES["workers_seen"],
             [ids],
         )
         ages = {worker_id: float(age) for worker_id, age in cursor.fetchall()}

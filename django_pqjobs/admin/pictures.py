@@ -33,7 +33,10 @@ from django.utils.safestring import SafeString, mark_safe
 
 from ..models import CALENDAR_END, CALENDAR_START, Job
 from ..printable import printable
+from ..sql import queries
 from . import composition, display, excerpts
+
+QUERIES = queries("admin_pictures")
 
 MAX_ROWS = 40  # of a timeline
 MAX_NODES = 48  # of a graph, the "more" nodes aside
@@ -784,10 +787,7 @@ def active_svg(active: Sequence[dict[str, Any]], list_url: str) -> SafeString:
 
 # --- what the pages read for them ------------------------------------------------------------
 
-_STEP_ROWS = """
-SELECT name, kind, started_at, finished_at, wake_at FROM pqjobs_step
-WHERE job_id = %s ORDER BY id LIMIT %s
-"""
+_STEP_ROWS = QUERIES["step_rows"]
 # The first children of a job (through the partial index on parent_id; enqueued after their
 # parent, so only ids above it are looked at) and the jobs of the given ids (its parent, its
 # dependencies and dependents), each with its status and type.
@@ -799,17 +799,9 @@ UNION ALL
 """
 # A batch's first members (through the partial index on batch_id), each with the first of
 # its dependencies (to draw those among the members).
-_MEMBERS = """
-SELECT j.id, j.status, j.job_type,
-       ARRAY(SELECT d.depends_on_id FROM pqjobs_dependency d WHERE d.job_id = j.id
-             ORDER BY d.depends_on_id LIMIT 8)
-FROM pqjobs_job j WHERE j.batch_id = %s ORDER BY j.id LIMIT %s
-"""
+_MEMBERS = QUERIES["members"]
 # The child jobs a workflow's steps enqueued, by step name (the id only of the step's result).
-_CHILD_STEPS = """
-SELECT name, CASE WHEN result ->> 'job_id' ~ '^[0-9]{1,18}$' THEN (result ->> 'job_id')::bigint END
-FROM pqjobs_step WHERE job_id = %s AND kind = 'child' ORDER BY id LIMIT %s
-"""
+_CHILD_STEPS = QUERIES["child_steps"]
 
 
 def _rows(alias: str, sql: str, params: Any) -> list[tuple[Any, ...]]:

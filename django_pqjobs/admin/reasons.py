@@ -13,17 +13,13 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from ..models import Job, Step
-from ..sql import held_by_key
+from ..sql import held_by_key, queries
 from ..statuses import FINISHED_STATUSES
 from . import composition, display
 
 _NOT_STARTED = ("waiting", "ready", "blocked")
 # The job holding a key now (the unique index pqjobs_job_unique_key serves it).
-_HOLDER = f"""
-SELECT id, status FROM pqjobs_job
-WHERE shelf = 'hot' AND job_type = %s AND dedupe_key = %s AND {held_by_key()}
-ORDER BY id DESC LIMIT 1
-"""
+_HOLDER = queries("admin_reasons")["holder"].replace("{held_by_key}", held_by_key())
 
 
 def why(job: Job, alias: str) -> list[SafeString]:

@@ -11,17 +11,16 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from ..models import Job
+from ..sql import queries
 from . import display
 from .excerpts import Excerpt
+
+QUERIES = queries("admin_workflow")
 
 SHOWN_STEPS = 200
 RESULT_CHARS = 300
 
-_STEPS = """
-SELECT name, kind, started_at, finished_at, wake_at, attempt, left(result::text, %s),
-       length(result::text)
-FROM pqjobs_step WHERE job_id = %s ORDER BY id LIMIT %s
-"""
+_STEPS = QUERIES["steps"]
 
 
 def steps_table(job: Job, alias: str, show_data: bool, show_secrets: bool) -> SafeString:

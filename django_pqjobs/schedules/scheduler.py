@@ -23,7 +23,10 @@ from ..enqueue import PreparedJob, insert, prepare
 from ..errors import PQJobsError
 from ..models import Job, MisfirePolicy, OverlapPolicy, Schedule
 from ..recurrence import ScheduleError
+from ..sql import queries
 from .sync import sync_schedules, timing_of
+
+QUERIES = queries("schedules_scheduler")
 
 logger = logging.getLogger("django_pqjobs")
 
@@ -212,10 +215,7 @@ def set_enabled(schedule_ids: list[int], enabled: bool, alias: str | None = None
 
 # Whether a pass has anything to do: one statement, where the pass itself takes two
 # transactions of ORM queries. Every worker asks every second, busy or idle.
-_ANYTHING_DUE = """
-SELECT EXISTS (SELECT 1 FROM pqjobs_schedule
-               WHERE enabled AND (next_run_at IS NULL OR next_run_at <= now()))
-"""
+_ANYTHING_DUE = QUERIES["anything_due"]
 
 
 class Scheduler:

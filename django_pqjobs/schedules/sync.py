@@ -21,6 +21,9 @@ from ..conf import conf
 from ..models import Schedule
 from ..recurrence import ScheduleError, ScheduleSpec, Timing
 from ..registry import registry
+from ..sql import queries
+
+QUERIES = queries("schedules_sync")
 
 logger = logging.getLogger("django_pqjobs")
 
@@ -61,7 +64,7 @@ def sync_schedules(alias: str | None = None, specs: list[ScheduleSpec] | None = 
     result = SyncResult()
     with transaction.atomic(using=alias):
         with connections[alias].cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [SYNC_LOCK_KEY])
+            cursor.execute(QUERIES["sync_schedules"], [SYNC_LOCK_KEY])
         now = database_now(alias)
         rows = {s.name: s for s in Schedule.objects.using(alias).select_for_update()}
         for spec in specs:

@@ -8,9 +8,14 @@ tables Django's migrations create.
 - ``migrations/``: whole files that migrations run (``NNNN_name.up.sql`` and
   ``.down.sql``), frozen once released: a change to a function is a new migration whose file
   holds the new definition, and the same edit in ``schema/``.
-- ``queries/``: the statements the state machine sends (``transitions/``), one file per
-  module of it, each statement under a ``-- name:`` line, read once at import
-  (:func:`queries`). Placeholders are psycopg's (``%s``, ``%(name)s``).
+- ``queries/``: the statements the Python side sends, one file per module (the state
+  machine's, ``transitions/``, by their own names; the others' named after the module),
+  each statement under a ``-- name:`` line, read once at import (:func:`queries`).
+  Placeholders are psycopg's (``%s``, ``%(name)s``); a ``{name}`` is filled by the module
+  that reads it (a predicate it shares). A test fails when a module not on its short
+  allow list writes a statement inline (tests/unit/test_one_sql_home.py).
+- ``schema/triggers.md``: the trigger index (trigger, table, event, the state arrow it
+  causes), checked against the catalog.
 
 In the files, ``:"schema".`` stands for the schema of the job tables (where Django created
 them, ``public`` unless the connection's search_path says otherwise): every function pins
@@ -90,7 +95,7 @@ def migration(name: str) -> Any:
     return RunPython(forward, backward)
 
 
-_NAME_LINE = re.compile(r"^-- name: ([a-z_]+)$", re.MULTILINE)
+_NAME_LINE = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)$", re.MULTILINE)
 
 
 def queries(module: str) -> dict[str, str]:

@@ -14,16 +14,13 @@ from django.db import connections
 
 from ..conf import conf
 from ..registry import JobType, registry
+from ..sql import queries
 from . import loader, payload
 from .errors import TaskNotLoadable
 
-_RUNNING_TASK_JOB = f"""
-SELECT EXISTS (
-    SELECT 1 FROM pqjobs_job
-    WHERE shelf = 'hot' AND status = 'running' AND job_type = %s
-      AND jsonb_typeof(payload -> '{payload.BACKEND_KEY}') = 'string'
+_RUNNING_TASK_JOB = queries("tasks_resolver")["running_task_job"].replace(
+    "{backend_key}", payload.BACKEND_KEY
 )
-"""
 
 
 def resolve(name: str) -> JobType | None:

@@ -43,7 +43,7 @@ def _promote(alias: str, statement: str) -> int:
     with transaction.atomic(using=alias), cursor_of(alias) as cursor:
         # No sorts: the counts of a key's ready jobs read that key's index, whatever the
         # statistics (sql/queries/flow.sql).
-        cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute(QUERIES["no_sorts"])
         cursor.execute(statement)
         rows = cursor.fetchall()
         notify_queues(cursor, [row[0] for row in rows])

@@ -66,7 +66,7 @@ def prepare(alias: str, shelves: Sequence[str]) -> int:
     with cursor_of(alias) as cursor:
         for first in range(0, len(shelves), PREPARE_AT_MOST):
             chunk = list(shelves[first : first + PREPARE_AT_MOST])
-            cursor.execute("SELECT pqjobs_history_prepare(%s::text[])", [chunk])
+            cursor.execute(QUERIES["prepare"], [chunk])
             made += int(cursor.fetchone()[0])
     return made
 
@@ -109,11 +109,7 @@ def drop_expired(alias: str, status: str, kept: float) -> int:
     seconds (RETENTION): their jobs, attempts, steps, signals and dependency edges. Returns
     how many jobs went."""
     with cursor_of(alias) as cursor:
-        cursor.execute(
-            "SELECT pqjobs_history_drop(%s, "
-            "((now() - make_interval(secs => %s)) AT TIME ZONE 'UTC')::date)",
-            [status, float(kept)],
-        )
+        cursor.execute(QUERIES["drop_expired"], [status, float(kept)])
         return int(cursor.fetchone()[0])
 
 

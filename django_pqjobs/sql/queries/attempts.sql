@@ -114,7 +114,7 @@ SELECT id, job_type, status, attempt, locked_by, error_type = 'WorkerLost' FROM 
 ORDER BY id
 
 -- name: complete
--- pqjobs_complete() (migration 0014): planned once per server session. The attempts travel
+-- pqjobs_complete() (sql/schema/claim.sql): planned once per server session. The attempts travel
 -- as one JSON document (text the worker writes), not as five arrays: psycopg built arrays
 -- element by element in Python, which cost more than the statement.
 SELECT pqjobs_complete(%s, %s::jsonb)

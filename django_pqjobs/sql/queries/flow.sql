@@ -136,3 +136,6 @@ WHERE j.shelf = 'hot' AND j.id = picked.id
 
 -- name: resume
 DELETE FROM pqjobs_pause WHERE kind = %s AND name = %s RETURNING id
+
+-- name: no_sorts
+SET LOCAL enable_sort = off

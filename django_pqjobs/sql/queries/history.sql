@@ -74,3 +74,11 @@ SELECT count(*) FROM (
     WHERE shelf = 'hot' AND id = ANY(%s) AND status = ANY(%s)
     ORDER BY id FOR NO KEY UPDATE
 ) AS held
+
+-- name: prepare
+-- The partitions of these shelves that do not exist yet are made (sql/schema/history.sql).
+SELECT pqjobs_history_prepare(%s::text[])
+
+-- name: drop_expired
+-- The partitions of a status whose whole span is older than its retention (seconds) go.
+SELECT pqjobs_history_drop(%s, ((now() - make_interval(secs => %s)) AT TIME ZONE 'UTC')::date)
