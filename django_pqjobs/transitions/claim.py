@@ -65,8 +65,8 @@ def _columns(cursor: Any) -> tuple[str, ...]:
     """The names of the claim's columns, decoded once per shape of result.
 
     ``cursor.description`` builds a column object per column on every claim: with the
-    claim's 43 columns that cost more than building the claimed Job (measured on a loaded
-    machine: 594-630 µs a claim, against 43-55 µs with the raw names). The
+    claim's 43 columns that cost more than building the claimed Job (on a loaded machine,
+    taking turns: a claim's worker CPU 813 µs before, 636 after; docs/benchmarks.md). The
     names stay read from each result, so a claim whose columns changed (a migration)
     still meets ``claiming.layout``'s check.
     """
