@@ -87,9 +87,10 @@ def _counts(db: psycopg.Connection) -> dict[str, int]:
     return dict(rows)
 
 
-# A million rows moved takes 80 s on a busy 2-core machine: correctness is what is asserted
-# here (benchmarks time the mover), so it gets more than the suite's 120 s.
-@pytest.mark.timeout(360)
+# A million rows moved takes ~100 s on a quiet 2-core machine and several minutes when two
+# suites share it: correctness is what is asserted here (benchmarks time the mover), so it
+# gets more than the suite's hang guard.
+@pytest.mark.timeout(1200)
 @pytest.mark.django_db
 @pytest.mark.slow
 def test_a_million_row_table_migrates_in_place_and_moves_to_history(empty_database):

@@ -77,7 +77,7 @@ def test_a_process_killed_is_started_again_and_its_job_rescued():
             timeout=30,
         )
         supervisor.signal(signal.SIGTERM)
-        wait_for(lambda: "stopping 2 worker processes" in supervisor.output(), timeout=10)
+        wait_for(lambda: "stopping 2 worker processes" in supervisor.output(), timeout=60)
         supervisor.signal(signal.SIGTERM)  # the second: the processes exit at once
         assert supervisor.wait(30) == 1  # and say so
 
@@ -91,7 +91,7 @@ def test_the_processes_stop_by_themselves_when_the_supervisor_is_killed():
         supervisor.signal(signal.SIGKILL)
         supervisor.wait(10)
         # each notices within a second, then gives its job back after its 1 s grace period
-        wait_for(lambda: not any(alive(pid) for pid in children), timeout=20)
+        wait_for(lambda: not any(alive(pid) for pid in children), timeout=60)
         assert "the supervisor (pid" in supervisor.output()
     jobs = Job.objects.filter(pk__in=ids)
     assert {(job.status, job.attempts) for job in jobs} == {("ready", 0)}

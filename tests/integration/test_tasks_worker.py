@@ -178,9 +178,9 @@ def test_framework_signals_are_sent_in_the_worker(tasks: ModuleType):
 def test_cancelling_a_running_isolated_task_kills_it(tasks: ModuleType, worker_factory):
     result = tasks.sleeps_in_process.enqueue(60)
     worker_factory(heartbeat_interval=0.2)  # a cancel request is seen at the next heartbeat
-    wait_for(lambda: Job.objects.get(pk=int(result.id)).heartbeat_at is not None, timeout=15)
+    wait_for(lambda: Job.objects.get(pk=int(result.id)).heartbeat_at is not None, timeout=60)
     assert cancel_job(int(result.id)) == "cancel_requested"
-    wait_status(int(result.id), "cancelled", timeout=15)
+    wait_status(int(result.id), "cancelled", timeout=60)
     fetched = tasks.sleeps_in_process.get_result(result.id)
     assert str(fetched.status) == "FAILED"
     assert [e.exception_class_path for e in fetched.errors] == ["django_pqjobs.errors.JobCancelled"]
