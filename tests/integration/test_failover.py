@@ -140,7 +140,7 @@ def test_the_reconcile_never_gives_back_a_job_the_worker_runs(
 
 
 @pytest.mark.timeout(600)  # its drain may take up to 300 s under load
-@pytest.mark.slow
+@pytest.mark.slow(seconds=45)
 def test_a_failover_to_a_standby_that_lost_commits_drains_within_seconds():
     """A primary and its asynchronous standby; two workers on a multi-host DSN
     (``target_session_attrs=read-write``) drain 4,000 jobs. Mid-drain the standby stops

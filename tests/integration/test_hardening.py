@@ -272,7 +272,7 @@ def test_a_restart_mid_drain_and_a_long_outage_lose_nothing():
 
 
 @pytest.mark.timeout(600)  # its drain may take up to 300 s under load
-@pytest.mark.slow
+@pytest.mark.slow(seconds=40)
 def test_a_restart_mid_drain_charges_no_job_an_attempt():
     """Jobs of one attempt each, two workers of four executors, the server restarted in the
     middle of the drain: handlers whose connection died under them are given their attempt
