@@ -56,9 +56,9 @@ def worker_factory() -> Iterator[Callable[..., Any]]:
         options.setdefault("shutdown_timeout", 2)
         worker = Worker(**options)
         thread = worker.run_in_thread()
-        assert worker.started.wait(10), "worker did not start"
+        assert worker.started.wait(60), "worker did not start"
         if worker.listener is not None:
-            worker.listener.listening.wait(5)
+            worker.listener.listening.wait(30)
         started.append((worker, thread))
         return worker
 

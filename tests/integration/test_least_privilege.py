@@ -195,7 +195,7 @@ def test_a_worker_with_only_the_worker_grants_does_everything_a_worker_does(role
         assert not JobAttempt.objects.filter(job_id=old.pk).exists()
 
         worker.signal(signal.SIGTERM)
-        assert worker.wait(30) == 0
+        assert worker.wait(120) == 0
         output = worker.output()
     assert "permission denied" not in output, output
     assert "Traceback" not in output, output

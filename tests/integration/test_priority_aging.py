@@ -399,7 +399,7 @@ def test_a_stream_of_high_priority_jobs_starves_a_low_one_only_without_aging():
         starved = Job.objects.get(pk=low)
         assert (starved.status, starved.priority) == ("ready", 0)
         worker.signal(signal.SIGTERM)
-        assert worker.wait(timeout=20) == 0
+        assert worker.wait(timeout=120) == 0
     before = stream_done()
     with run_jobs(*args, DJANGO_SETTINGS_MODULE="tests.settings_priority_aging") as worker:
         started = time.monotonic()
