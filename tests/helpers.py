@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # How long a condition may take before the test fails. Generous: a machine running two copies
 # of the suite on two cores takes seconds for what takes milliseconds on a quiet one; a
 # condition that holds returns at once, so only a failing test waits this long.
-WAIT = 30.0
+WAIT = 60.0
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = WAIT, interval: float = 0.05) -> Any:
