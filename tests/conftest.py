@@ -56,9 +56,9 @@ def worker_factory() -> Iterator[Callable[..., Any]]:
         options.setdefault("shutdown_timeout", 2)
         worker = Worker(**options)
         thread = worker.run_in_thread()
-        assert worker.started.wait(10), "worker did not start"
+        assert worker.started.wait(60), "worker did not start"
         if worker.listener is not None:
-            worker.listener.listening.wait(5)
+            worker.listener.listening.wait(30)
         started.append((worker, thread))
         return worker
 
@@ -76,6 +76,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     pytest-xdist hands tests out in collection order, so a module of long tests collected
     last keeps one process busy after the others have finished; started first, its tests
     overlap with the many short ones. Modules stay whole so that their module-scoped
-    fixtures (a million jobs in the admin's scale test) are set up once per process."""
-    slow_modules = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_modules)
+    fixtures are set up once per process. Among them, those with a test marked
+    ``slow(seconds=N)`` (its duration on a quiet machine) start first, longest first: the
+    longest test must not be the last to start."""
+    weight: dict[str, float] = {}
+    for item in items:
+        marker = item.get_closest_marker("slow")
+        if marker is not None:
+            module = item.nodeid.split("::")[0]
+            weight[module] = max(weight.get(module, 0.0), float(marker.kwargs.get("seconds", 0)))
+    # stable: the rest keep their collection order
+    items.sort(key=lambda item: -weight.get(item.nodeid.split("::")[0], -1.0))

@@ -29,7 +29,13 @@ from django_pqjobs.models import Job
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
+# How long a condition may take before the test fails. Generous: a machine running two copies
+# of the suite on two cores takes seconds for what takes milliseconds on a quiet one; a
+# condition that holds returns at once, so only a failing test waits this long.
+WAIT = 60.0
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = WAIT, interval: float = 0.05) -> Any:
     """Poll ``predicate`` until it returns something truthy; fail the test at ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
@@ -45,7 +51,7 @@ def job_status(job_id: int) -> str:
     return Job.objects.values_list("status", flat=True).get(pk=job_id)
 
 
-def wait_status(job_id: int, *statuses: str, timeout: float = 10.0) -> Job:
+def wait_status(job_id: int, *statuses: str, timeout: float = WAIT) -> Job:
     wait_for(lambda: job_status(job_id) in statuses, timeout)
     return Job.objects.get(pk=job_id)
 

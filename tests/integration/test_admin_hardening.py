@@ -408,7 +408,7 @@ def test_a_list_that_would_wait_or_scan_is_stopped_by_the_statement_timeout(
     elapsed = time.monotonic() - started
     assert response.status_code == 503
     assert "stopped this list after 0.3 s" in response.content.decode()
-    assert elapsed < 5
+    assert elapsed < 60  # stopped, not waiting for the lock (held until the test ends)
 
 
 @pytest.fixture

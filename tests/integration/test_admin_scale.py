@@ -2,15 +2,15 @@
 1,000,000 jobs (a batch of 100,000 of them, a job with 100,000 dependents).
 
 The timings measured on the development machine are stated in docs/guides/operating.md.
-Asserted here: the exact number of queries per page, that no page counts the whole table,
-and a ceiling that only a plan gone wrong (a sequential scan of the table per page view,
-about a second at this size) breaks: CEILING_SECONDS, or under load (other tests, other
-processes on a shared machine) most of the time a sequential scan of the table takes right
-then, whichever is larger. The same holds for hostile URLs
-(sorts by unindexed columns, thousands of sort terms, free lookups, NUL bytes, pages far
-down, facets): they are refused, or cost what a normal page costs. Filters whose matches
-are rare on a column without an index (a queue nobody uses, a date range with no jobs)
-are stopped by the list's statement timeout, lowered here to HOSTILE_TIMEOUT.
+Asserted here, whatever the machine's load: the exact number of queries per page, that no
+page counts the whole table, and that no statement of a page reads a big table (the jobs,
+the audit trail) by a sequential scan, as the planner plans it on these
+analysed tables: what a page costs at this size is its plan, a wall-clock ceiling would
+only measure the machine. The same holds for hostile URLs (sorts by unindexed columns,
+thousands of sort terms, free lookups, NUL bytes, pages far down, facets): they are
+refused, or planned as a normal page is. Filters whose matches are rare on a column
+without an index (a queue nobody uses, a date range with no jobs) may scan: the list's
+statement timeout (HOSTILE_TIMEOUT here) stops them, as test_admin_hardening.py shows.
 """
 
 from __future__ import annotations
@@ -31,39 +31,37 @@ from django_pqjobs.models import Batch
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ROWS = 1_000_000
-CEILING_SECONDS = 1.0
-SCAN_SHARE = 0.8  # of a sequential scan of the whole table, timed in the same test
+# (and their partitions) The dependencies are not among them: the table holds little but
+# the 100,000 edges of one fan-out, which its job page counts up to a bound, scanning as
+# many rows whatever the plan.
+BIG_TABLES = ("pqjobs_job", "pqjobs_audit")
 
 
-def ceiling() -> float:
-    """The slowest a page may be now: a page whose plan went wrong scans the table."""
-    times = []
+def _scanned(plan: dict) -> Iterator[str]:
+    if plan["Node Type"] == "Seq Scan" and plan["Relation Name"].startswith(BIG_TABLES):
+        yield plan["Relation Name"]
+    for child in plan.get("Plans", ()):
+        yield from _scanned(child)
+
+
+def sequential_scans(queries: list[dict[str, str]]) -> list[tuple[str, str]]:
+    """``(table, statement)`` for each big table a page's SELECTs read by a sequential scan,
+    in the plans the planner makes for them now (EXPLAIN without ANALYZE: not run)."""
+    found = []
     with connection.cursor() as cursor:
-        cursor.execute("SET max_parallel_workers_per_gather = 0")  # one process, as a page
-        for _ in range(3):
-            started = time.perf_counter()
-            cursor.execute("SELECT max(length(job_type)) FROM pqjobs_job")
-            times.append(time.perf_counter() - started)
-        cursor.execute("RESET max_parallel_workers_per_gather")
-    return max(CEILING_SECONDS, SCAN_SHARE * sorted(times)[1])
+        for query in queries:
+            sql = query["sql"]
+            if not sql.lstrip().upper().startswith("SELECT"):
+                continue
+            cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
+            [[plan]] = cursor.fetchone()
+            found += [(table, sql[:200]) for table in _scanned(plan["Plan"])]
+    return found
 
 
-def assert_fast(timings: dict[str, float], client, urls: dict[str, str]) -> None:
-    """Every timing under the ceiling. A page over it is timed twice more and its best time
-    counts: a plan gone wrong is slow every time, a busy moment of a shared machine (the
-    other test processes) is not. What is not a page of ``urls`` (a bulk action) is not
-    repeated."""
-    limit = ceiling()
-    for name, seconds in timings.items():
-        if seconds >= limit and name in urls:
-            for _ in range(2):
-                started = time.perf_counter()
-                client.get(urls[name])
-                seconds = min(seconds, time.perf_counter() - started)
-        assert seconds < limit, f"{name} took {seconds:.2f} s (limit {limit:.2f})"
-
-
-HOSTILE_TIMEOUT = 0.5
+# Only a hang guard: every page but MAY_TIME_OUT's is planned on indexes (asserted), and a
+# machine running two suites on two cores may take seconds over what takes milliseconds.
+HOSTILE_TIMEOUT = 10
 
 # One statement; generated row g gets id base + g. Ids grow with created_at, as in real
 # life; the newest rows are running and ready jobs, the last hour is full of finished ones;
@@ -168,6 +166,9 @@ EXPECTED_STATUS = {
 }
 # Where the rows are rare and the column has no index, the timeout may stop the list.
 MAY_TIME_OUT = {"queue nobody uses", "created in 2001"}
+# The lists that may read the table once: those, and the exact count of a status of rare
+# jobs that has no index of its own (the statement timeout bounds it too).
+MAY_SCAN = MAY_TIME_OUT | {"cancelled (no index)"}
 
 
 # Flow control and the audit trail: 90 of the ready jobs are held by the concurrency limit
@@ -308,7 +309,7 @@ def pages(base: int) -> dict[str, str]:
     }
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=75)
 def test_every_admin_page_stays_fast_on_a_million_jobs(base, admin_client, capsys, monkeypatch):
     monkeypatch.setattr(JobAdmin, "list_statement_timeout", HOSTILE_TIMEOUT)
     client = admin_client
@@ -316,21 +317,16 @@ def test_every_admin_page_stays_fast_on_a_million_jobs(base, admin_client, capsy
     timings = {}
     bodies = {}
     statuses = {}
+    scans = {}
     for name, url in pages(base).items():
-        # A list that should answer within the budget gets a second try when the first met
-        # it: on a 2-core machine running two other test processes, a load spike can take a
-        # plain index scan past 0.5 s once. Twice is a plan that does not scale.
-        for _ in range(1 if name in MAY_TIME_OUT else 2):
-            with CaptureQueriesContext(connection) as captured:
-                started = time.perf_counter()
-                response = client.get(url)
-                timings[name] = time.perf_counter() - started
-            if response.status_code != 503:
-                break
+        with CaptureQueriesContext(connection) as captured:
+            started = time.perf_counter()
+            response = client.get(url)
+            timings[name] = time.perf_counter() - started
         statuses[name] = response.status_code
         if response.status_code == 503:
             assert name in MAY_TIME_OUT, name
-            assert b"stopped this list after 0.5 s" in response.content
+            assert b"stopped this list after 10 s" in response.content
         else:
             assert response.status_code == EXPECTED_STATUS.get(name, 200), name
             # A count stopped by the statement timeout (the machine busy) falls back to the
@@ -351,6 +347,9 @@ def test_every_admin_page_stays_fast_on_a_million_jobs(base, admin_client, capsy
             s for s in sqls if "COUNT(" in s and "WHERE" not in s and "PQJOBS_BATCH" not in s
         ]
         assert not full_counts, f"{name}: counted the whole table"
+        if name not in MAY_SCAN:
+            scans[name] = sequential_scans(captured.captured_queries)
+    assert not {name: found for name, found in scans.items() if found}
     with capsys.disabled():
         print(
             f"admin on {ROWS:,} jobs (ms): "
@@ -360,7 +359,6 @@ def test_every_admin_page_stays_fast_on_a_million_jobs(base, admin_client, capsy
                 for name, seconds in timings.items()
             )
         )
-    assert_fast(timings, client, pages(base))
 
     # Bulk delete: "select all" across a million jobs asks on a page that counts them by
     # status (one scan), never lists them; then the failed ones (999) go, in batches.
@@ -392,7 +390,6 @@ def test_every_admin_page_stays_fast_on_a_million_jobs(base, admin_client, capsy
                 for name in ("bulk delete, asking for all", "bulk delete, 999 failed")
             )
         )
-    assert_fast(timings, client, pages(base))
 
     # The searches find what the help text promises.
     def change(g: int) -> str:

@@ -92,7 +92,7 @@ def test_crash_in_the_middle_of_batches_loses_nothing():
         first.wait(10)
     # The server finishes the statement a killed client sent last (a completion batch may
     # still commit): count what the first worker held once its sessions are gone.
-    wait_for(lambda: not other_sessions(), timeout=10)
+    wait_for(lambda: not other_sessions(), timeout=60)
     held = Job.objects.filter(status="running", locked_by="first").count()
     assert held > 0
     with run_jobs(*command, "--worker-id", "second", **fast):

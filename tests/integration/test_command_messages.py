@@ -50,7 +50,7 @@ def test_a_worker_records_the_bounds_of_its_concurrency_and_the_command_says_wha
             "warning: worker main: runs 3 (its own setting 'main', which asks 20: bounded by "
             "its --max-concurrency 3)"
         ]
-        wait_for(lambda: WorkerRecord.objects.get(pk="main").concurrency == 3, timeout=15)
+        wait_for(lambda: WorkerRecord.objects.get(pk="main").concurrency == 3, timeout=60)
 
         # a typo matches no live worker: said, with the closest live name
         out, err = command("set_concurrency", "5", "--workers", "mian")
@@ -69,7 +69,7 @@ def test_a_worker_records_the_bounds_of_its_concurrency_and_the_command_says_wha
             "workers main: cleared, back to the concurrency each was started with",
             "worker main: runs 2 (started with it)",
         ]
-        wait_for(lambda: WorkerRecord.objects.get(pk="main").concurrency == 2, timeout=15)
+        wait_for(lambda: WorkerRecord.objects.get(pk="main").concurrency == 2, timeout=60)
 
 
 def test_a_more_specific_setting_is_named_when_it_wins():
@@ -175,7 +175,7 @@ def test_a_park_log_line_says_what_wakes_it(caplog):
 def test_the_send_signal_form_is_filled_with_the_awaited_signal():
     job_id = enqueue_job("tests.workflow", {"order": "o8", "sleep": 0})
     drain()
-    wait_for(lambda: Job.objects.get(pk=job_id).status == "waiting", timeout=5)
+    wait_for(lambda: Job.objects.get(pk=job_id).status == "waiting", timeout=60)
     admin = make_user("ops", "view_concurrencysetting", "view_job", "change_job")
     form = admin.get(f"/admin/django_pqjobs/job/{job_id}/signal/").content.decode()
     assert 'name="name" value="confirmed"' in form

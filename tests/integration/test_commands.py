@@ -325,7 +325,7 @@ def test_run_jobs_runs_the_worker_on_the_database_it_is_given():
     here = enqueue_job("tests.noop")
     there = enqueue_job("tests.noop", using="second")
     with run_jobs("--burst", "--database", "second", "-v", "2") as worker:
-        assert worker.wait(30) == 0
+        assert worker.wait(120) == 0
         output = worker.output()
     assert Job.objects.using("second").get(pk=there).status == "done"
     assert Job.objects.get(pk=here).status == "ready"
@@ -338,7 +338,7 @@ def test_run_jobs_runs_the_worker_on_the_database_it_is_given():
 def test_run_jobs_prints_nothing_at_verbosity_0():
     enqueue_job("tests.noop")
     with run_jobs("--burst", "-v", "0") as worker:
-        assert worker.wait(30) == 0
+        assert worker.wait(120) == 0
         assert worker.output() == ""
     assert Job.objects.get().status == "done"
 
@@ -346,14 +346,14 @@ def test_run_jobs_prints_nothing_at_verbosity_0():
 def test_run_jobs_counts_in_the_singular_and_the_plural():
     enqueue_job("tests.noop")
     with run_jobs("--max-jobs", "1") as worker:
-        assert worker.wait(30) == 0
+        assert worker.wait(120) == 0
         output = worker.output()
     assert "stopped after 1 attempt (1 done); 1 claim, 0 of them empty" in output
 
 
 def test_a_worker_of_a_project_with_only_tasks_says_it_runs_them():
     with run_jobs("--burst", DJANGO_SETTINGS_MODULE="tests.settings_tasks_only") as worker:
-        assert worker.wait(30) == 0
+        assert worker.wait(120) == 0
         first = worker.output().splitlines()[0]
     assert first == (
         "tasks: every @task enqueued through TASKS['default'] and TASKS['retrying'], each "
@@ -364,7 +364,7 @@ def test_a_worker_of_a_project_with_only_tasks_says_it_runs_them():
 @pytest.mark.slow
 def test_a_burst_worker_says_what_it_left_behind():
     with run_jobs("--burst") as worker:
-        assert worker.wait(30) == 0
+        assert worker.wait(120) == 0
         assert worker.output().splitlines()[-1] == "left behind: nothing"
 
     retry = enqueue_job("tests.noop")
@@ -377,7 +377,7 @@ def test_a_burst_worker_says_what_it_left_behind():
     held = enqueue_job("tests.noop", queue="held")
     done = enqueue_job("tests.noop")
     with run_jobs("--burst") as worker:
-        assert worker.wait(30) == 0
+        assert worker.wait(120) == 0
         last = worker.output().splitlines()[-1]
     assert Job.objects.get(pk=done).status == "done"
     assert Job.objects.get(pk=held).status == "blocked"
@@ -388,7 +388,7 @@ def test_a_burst_worker_says_what_it_left_behind():
 
     # only what the worker would have taken: its queues, its priority floor
     with run_jobs("--burst", "--queue", "default", "--min-priority", "high") as worker:
-        assert worker.wait(30) == 0
+        assert worker.wait(120) == 0
         assert worker.output().splitlines()[-1] == "left behind: nothing"
 
 

@@ -25,7 +25,7 @@ def test_tasks_join_a_batch_and_a_task_is_its_callback(tasks):
     callback = Job.objects.get(callback_of_id=b.id)
     assert callback.job_type == f"{tasks.__name__}.batch_done"
     assert callback.result == b.id
-    assert wait_for(int(first.id), timeout=5) == 3
+    assert wait_for(int(first.id), timeout=60) == 3
     assert first.backend == "default"
 
 

@@ -86,7 +86,7 @@ def test_a_dependency_whose_worker_is_killed_is_rescued_and_its_dependent_then_r
     dependent = enqueue_job("tests.noop", depends_on=[slow])
     fast = {"WORKER_STALE_TIMEOUT": "2", "WORKER_REAP_INTERVAL": "0.5"}
     with run_jobs("-c", "2", "--worker-id", "doomed", **fast) as doomed:
-        wait_until(lambda: Job.objects.get(pk=slow).progress is not None, timeout=15)
+        wait_until(lambda: Job.objects.get(pk=slow).progress is not None, timeout=60)
         doomed.signal(signal.SIGKILL)
         doomed.wait(10)
     assert Job.objects.get(pk=dependent).status == "waiting"
@@ -103,12 +103,12 @@ def test_wait_for_returns_the_result_soon_after_the_finish_commits(worker_factor
     job_id = enqueue_job("tests.sleep", {"seconds": 0.5})
     worker_factory(concurrency=1)
     began = time.monotonic()
-    result = wait_for(job_id, timeout=10)
+    result = wait_for(job_id, timeout=60, poll_interval=60)
     waited = time.monotonic() - began
     finished_at = Job.objects.get(pk=job_id).finished_at
     assert result["slept"] == 0.5
-    # Woken by NOTIFY, not by the 5 s fallback poll.
-    assert waited < 3, waited
+    # Woken by NOTIFY, not by the 60 s fallback poll (a loaded machine may take seconds).
+    assert waited < 30, waited
     assert finished_at is not None
 
 
@@ -125,29 +125,29 @@ def test_wait_for_is_woken_by_the_notification_not_the_poll():
 
     thread = threading.Thread(target=waiter)
     thread.start()
-    wait_until(lambda: Job.objects.get(pk=job_id).waited_on, timeout=5)
+    wait_until(lambda: Job.objects.get(pk=job_id).waited_on, timeout=60)
     finished = time.monotonic()
     Job.objects.filter(pk=job_id).update(status="done", result={"x": 1})
-    thread.join(10)
+    thread.join(30)
     assert woke, "wait_for did not return"
-    assert woke[0] - finished < 1.0  # ~ms in practice; the poll would take 30 s
+    assert woke[0] - finished < 15  # ~ms in practice; the poll would take 30 s
 
 
 def test_wait_for_raises_for_failed_and_cancelled_jobs_and_unknown_ids():
     failed = enqueue_job("tests.permanent")
     drain()
     with pytest.raises(JobFailed, match="PermanentError: this will never work") as info:
-        wait_for(failed, timeout=5)
+        wait_for(failed, timeout=60)
     assert (info.value.job_id, info.value.status) == (failed, "failed")
     cancelled = enqueue_job("tests.noop", delay=3600)
     cancel_job(cancelled)
     with pytest.raises(JobWasCancelled):
-        wait_for(cancelled, timeout=5)
+        wait_for(cancelled, timeout=60)
     expired = enqueue_job("tests.noop", expires_in=60)
     Job.objects.filter(pk=expired).update(expires_at=F("run_after"))
     assert expire_overdue("default") == [expired]
     with pytest.raises(JobExpired, match="not started by its deadline"):
-        wait_for(expired, timeout=5)
+        wait_for(expired, timeout=60)
     with pytest.raises(JobNotFound):
         wait_for(999999999, timeout=1)
     for bad in (0, -1, True, "12"):
@@ -162,7 +162,7 @@ def test_wait_for_times_out_and_refuses_to_run_inside_a_transaction():
     began = time.monotonic()
     with pytest.raises(WaitTimeout, match=f"job #{job_id} did not finish within 0.3 s"):
         wait_for(job_id, timeout=0.3)
-    assert 0.25 < time.monotonic() - began < 2
+    assert 0.25 < time.monotonic() - began < 30  # the upper bound only catches a hang
     with pytest.raises(InvalidJobOption, match=r"inside transaction\.atomic"), transaction.atomic():
         wait_for(job_id, timeout=1)
 

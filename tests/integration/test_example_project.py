@@ -56,7 +56,7 @@ def test_example_jobs_run_end_to_end(worker_factory):
     contacts = enqueue_job("import_contacts", {"path": "/missing.csv"})
     worker_factory(concurrency=2)
     assert wait_status(receipt, "done").result == {"order_id": order.pk, "to": "a@example.com"}
-    assert wait_status(report, "done", timeout=15).attempts == 2
+    assert wait_status(report, "done", timeout=60).attempts == 2
     assert wait_status(contacts, "failed").attempts == 1
     order.refresh_from_db()
     assert order.receipt_sent_at is not None

@@ -377,7 +377,7 @@ def test_pause_stops_every_worker_within_a_second_and_survives_a_restart():
         late = Job.objects.filter(pk__in=ids, locked_at__gt=paused_at + timedelta(seconds=1))
         assert not late.exists()
     with run_jobs(*workers) as restarted:  # the pause is in the database
-        wait_for(lambda: "paused at start: queue pq" in restarted.output(), timeout=15)
+        wait_for(lambda: "paused at start: queue pq" in restarted.output(), timeout=60)
         time.sleep(1)
         assert not Job.objects.filter(pk__in=ids, status="running").exists()
         waiting = statuses(ids)["ready"] + statuses(ids)["blocked"]
@@ -394,7 +394,7 @@ def test_a_killed_worker_frees_its_slots_through_the_rescue():
     fast = {"WORKER_STALE_TIMEOUT": "2", "WORKER_REAP_INTERVAL": "0.5"}
     with run_jobs("-c", "4", "--worker-id", "doomed", **fast) as doomed:
         started = Job.objects.filter(pk__in=long_running, started_at__isnull=False)
-        wait_for(lambda: started.count() == 3, timeout=15)  # their handlers run
+        wait_for(lambda: started.count() == 3, timeout=60)  # their handlers run
         doomed.signal(signal.SIGKILL)
         doomed.wait(10)
     # the rescue ends the killed jobs (their one attempt had started) and frees their
@@ -498,7 +498,7 @@ def test_jobs_held_at_enqueue_run_once_each_under_four_workers_and_a_killed_rele
     fast = {"WORKER_STALE_TIMEOUT": "2", "WORKER_REAP_INTERVAL": "0.5"}
     with run_jobs("-c", "1", "--worker-id", "doomed", **fast) as doomed:
         started = Job.objects.filter(pk=stuck, started_at__isnull=False)
-        wait_for(started.exists, timeout=15)
+        wait_for(started.exists, timeout=60)
         doomed.signal(signal.SIGKILL)
         doomed.wait(10)
     _, missed = enqueue_while_the_slot_is_given_back("missed")

@@ -111,7 +111,7 @@ def test_an_exception_message_the_database_cannot_store_is_recorded(
 ):
     job_id = enqueue_job(job_type, payload)
     worker_factory()
-    job = wait_status(job_id, "failed", timeout=20)
+    job = wait_status(job_id, "failed", timeout=60)
     assert job.error_type == "ValueError" and shown in job.last_error
     attempt = JobAttempt.objects.get(job_id=job_id)
     assert attempt.error_type == "ValueError" and shown in attempt.traceback
@@ -136,7 +136,7 @@ def test_a_row_the_worker_cannot_read_fails_alone_and_its_claim_batch_runs(worke
             [ancient],
         )
     worker_factory(concurrency=4)
-    wait_for(lambda: not Job.objects.active().exists(), timeout=20)
+    wait_for(lambda: not Job.objects.active().exists(), timeout=60)
     assert Job.objects.filter(pk__in=good, status="done").count() == 60
     assert Effect.objects.count() == 60
     for job_id in (deep, ancient):
@@ -207,7 +207,7 @@ def test_connections_the_server_closed_do_not_cost_a_job_its_attempt(worker_fact
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
     ids = enqueue_many("tests.effect", [{}] * 6)
-    wait_for(lambda: Job.objects.filter(pk__in=ids, status="done").count() == 6, timeout=20)
+    wait_for(lambda: Job.objects.filter(pk__in=ids, status="done").count() == 6, timeout=60)
     assert not JobAttempt.objects.exists()
     assert set(Job.objects.filter(pk__in=ids).values_list("attempts", flat=True)) == {1}
 
@@ -215,6 +215,7 @@ def test_connections_the_server_closed_do_not_cost_a_job_its_attempt(worker_fact
 # --- 6. a long outage, and a restart in the middle of a drain -------------------------------
 
 
+@pytest.mark.timeout(600)  # its drain may take minutes under load
 @pytest.mark.slow
 def test_a_restart_mid_drain_and_a_long_outage_lose_nothing():
     """On a disposable cluster: stop the server while 4 executors drain 1,500 jobs, keep it
@@ -238,7 +239,7 @@ def test_a_restart_mid_drain_and_a_long_outage_lose_nothing():
             cluster.stop()
             time.sleep(8)
             cluster.start()
-            wait_for(lambda: count(done) == 1500, timeout=90)
+            wait_for(lambda: count(done) == 1500, timeout=240)
             assert worker.poll() is None, "the worker died in the outage"
             output = worker.output()
         assert count("SELECT count(*) FROM testapp_effect") == 1500
@@ -270,7 +271,8 @@ def test_a_restart_mid_drain_and_a_long_outage_lose_nothing():
     assert output.count("maintenance step schedule failed") <= 2
 
 
-@pytest.mark.slow
+@pytest.mark.timeout(600)  # its drain may take up to 300 s under load
+@pytest.mark.slow(seconds=40)
 def test_a_restart_mid_drain_charges_no_job_an_attempt():
     """Jobs of one attempt each, two workers of four executors, the server restarted in the
     middle of the drain: handlers whose connection died under them are given their attempt
@@ -300,13 +302,15 @@ def test_a_restart_mid_drain_charges_no_job_an_attempt():
             time.sleep(2)
             cluster.start()
             back = time.monotonic()
-            wait_for(lambda: count(finished) == total, timeout=60)
+            wait_for(lambda: count(finished) == total, timeout=300)
             drained_in = time.monotonic() - back
             assert first.poll() is None and second.poll() is None
         assert count("SELECT count(*) FROM pqjobs_job WHERE status = 'failed'") == 0
         assert count("SELECT count(*) FROM pqjobs_attempt WHERE outcome <> 'released'") == 0
         assert count("SELECT count(*) FROM testapp_effect") == total
-    assert drained_in < 30, f"the drain ended {drained_in:.1f} s after the server came back"
+    # within half the stale timeout (600 s): the workers reconnected rather than waiting for
+    # the jobs to go stale; ~10 s on a quiet machine
+    assert drained_in < 300, f"the drain ended {drained_in:.1f} s after the server came back"
 
 
 # --- 7. kill -9 does not charge jobs that never started -------------------------------------
@@ -320,7 +324,7 @@ def test_kill_9_charges_only_the_jobs_whose_handler_started():
         wait_for(lambda: Job.objects.filter(status="done").count() >= 60, timeout=30)
         doomed.signal(signal.SIGKILL)
         doomed.wait(10)
-    wait_for(lambda: not other_sessions(), timeout=10)
+    wait_for(lambda: not other_sessions(), timeout=60)
     held = list(Job.objects.filter(status="running", locked_by="doomed"))
     started = {
         job.id for job in held if job.started_at is not None and job.started_at >= job.locked_at

@@ -62,7 +62,7 @@ def test_child_deaths_are_classified(worker_factory, job_type, kind, error_type,
     assert message in job.last_error
     # the worker is still alive and at full capacity
     after = enqueue_job("tests.echo")
-    wait_status(after, "done", timeout=10)
+    wait_status(after, "done", timeout=60)
     assert len(worker._executors) == 2
 
 
@@ -84,10 +84,10 @@ def test_runaway_child_is_killed_at_its_timeout_and_retried(worker_factory):
 def test_cancel_kills_an_isolated_running_job(worker_factory):
     worker_factory(heartbeat_interval=0.2)
     job_id = enqueue_job("tests.iso_sleep", {"seconds": 60})
-    wait_status(job_id, "running", timeout=10)
+    wait_status(job_id, "running", timeout=60)
     wait_for(lambda: Job.objects.get(pk=job_id).heartbeat_at is not None)
     assert cancel_job(job_id) == "cancel_requested"
-    job = wait_status(job_id, "cancelled", timeout=10)
+    job = wait_status(job_id, "cancelled", timeout=60)
     assert failure_kinds(job_id) == [("cancelled", "JobCancelled")]
     assert job.finished_at is not None
 

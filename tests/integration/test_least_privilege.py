@@ -174,7 +174,7 @@ def test_a_worker_with_only_the_worker_grants_does_everything_a_worker_does(role
         wait_status(sleeper, "running", timeout=30)
         assert WorkerRecord.objects.filter(worker_id="least-privileged").exists()
         first_beat = Job.objects.get(pk=sleeper).heartbeat_at
-        wait_for(lambda: Job.objects.get(pk=sleeper).heartbeat_at > first_beat, timeout=10)
+        wait_for(lambda: Job.objects.get(pk=sleeper).heartbeat_at > first_beat, timeout=60)
         wait_status(sleeper, "done", timeout=30)
 
         # a durable workflow: steps, a sleep, parked for its signal, which the web role sends
@@ -195,7 +195,7 @@ def test_a_worker_with_only_the_worker_grants_does_everything_a_worker_does(role
         assert not JobAttempt.objects.filter(job_id=old.pk).exists()
 
         worker.signal(signal.SIGTERM)
-        assert worker.wait(30) == 0
+        assert worker.wait(120) == 0
         output = worker.output()
     assert "permission denied" not in output, output
     assert "Traceback" not in output, output

@@ -51,11 +51,14 @@ def test_counters_and_histogram_add_up_over_several_worker_processes(client):
     sleepers = enqueue_many("tests.sleep", [{"seconds": 0.15}] * 16, queue="m")
     permanent = [enqueue_job("tests.permanent", queue="m") for _ in range(3)]
     flaky = [enqueue_job("tests.retry_then_ok", {"succeed_on": 2}, queue="m") for _ in range(2)]
-    with (
-        run_jobs("--burst", "--queue", "m", "--concurrency", "2", "--worker-id", "w1") as first,
-        run_jobs("--burst", "--queue", "m", "--concurrency", "2", "--worker-id", "w2") as second,
-    ):
-        assert first.wait(90) == 0 and second.wait(90) == 0
+    # one process after the other, so that both surely run jobs (side by side, a loaded
+    # machine may start the second after the first ran them all): the first claims the
+    # first 8 sleepers and stops, the second the rest
+    args = ("--burst", "--queue", "m", "--concurrency", "2")
+    with run_jobs(*args, "--max-jobs", "8", "--worker-id", "w1") as first:
+        assert first.wait(90) == 0
+    with run_jobs(*args, "--worker-id", "w2") as second:
+        assert second.wait(90) == 0
     # both processes ran jobs, and each added what it recorded when it stopped
     ran_by = set(Job.objects.filter(pk__in=sleepers).values_list("locked_by", flat=True))
     assert ran_by == {"w1", "w2"}

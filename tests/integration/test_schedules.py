@@ -49,7 +49,6 @@ def no_scheduler():
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(180)  # the workers' start is slow on a busy machine
 def test_three_worker_processes_enqueue_each_tick_exactly_once():
     with ExitStack() as workers:
         procs = [
@@ -75,7 +74,7 @@ def test_three_worker_processes_enqueue_each_tick_exactly_once():
         cron = make_schedule("every-second-cron", cron="* * * * * *", **every_second)
         interval = make_schedule("every-second-interval", interval_seconds=1, **every_second)
         wait_for(lambda: Job.objects.filter(schedule_id=cron.pk).count() >= 6, timeout=30)
-        wait_for(lambda: Job.objects.filter(schedule_id=interval.pk).count() >= 6, timeout=10)
+        wait_for(lambda: Job.objects.filter(schedule_id=interval.pk).count() >= 6, timeout=60)
         Schedule.objects.update(enabled=False)
         time.sleep(1.5)  # let any pass in flight finish
         assert all(p.poll() is None for p in procs), "a worker process died (see its log)"

@@ -47,7 +47,7 @@ def history(job_id: int) -> list[tuple[int, str, str]]:
 def test_snoozes_never_charge_the_attempt(worker_factory, outcomes):
     worker_factory(concurrency=2)
     job_id = enqueue_job("tests.snooze_until", {"times": 3})  # max_attempts=1
-    job = wait_status(job_id, "done", timeout=20)
+    job = wait_status(job_id, "done", timeout=60)
     assert job.attempts == 1 and job.result == {"snoozed": 3, "attempts": 1}
     assert history(job_id) == [(1, "snoozed", "Snooze")] * 3
     assert JobAttempt.objects.filter(job_id=job_id).first().traceback == "not yet (0)"
@@ -63,7 +63,7 @@ def test_a_job_stops_snoozing_at_the_limit_and_fails_clearly(worker_factory, set
     settings.PQJOBS = {**settings.PQJOBS, "SNOOZE_LIMIT": 2}
     worker_factory()
     job_id = enqueue_job("tests.snooze_until", {"times": 1000})
-    job = wait_status(job_id, "failed", timeout=20)
+    job = wait_status(job_id, "failed", timeout=60)
     assert job.attempts == 1 and job.error_type == "SnoozeLimit"
     assert "snoozed 3 times in a row" in job.last_error
     assert "SNOOZE_LIMIT" in job.last_error

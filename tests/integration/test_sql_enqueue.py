@@ -18,7 +18,9 @@ from tests.helpers import documented_sql, wait_status
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-IDLE_POLL = 30.0  # the worker under test would not look for jobs on its own for 30 s
+# The worker under test would not look for jobs on its own for a minute: a job it runs
+# within half of that (a loaded machine may take seconds) was woken by NOTIFY.
+IDLE_POLL = 60.0
 DOC = "guides/enqueueing.md"
 
 
@@ -59,8 +61,8 @@ def _enqueued_at(sql_client: psycopg.Connection, sql: str) -> tuple[int, float]:
 def test_pqjobs_enqueue_from_sql_is_picked_up_at_once_by_an_idle_worker(worker_factory, sql_client):
     _idle_worker(worker_factory)
     job_id, started = _enqueued_at(sql_client, _for_tests(documented_sql(DOC, "sql-enqueue")))
-    job = wait_status(job_id, "done", timeout=IDLE_POLL / 3)
-    assert time.monotonic() - started < 3, "woken by NOTIFY, not found by the idle poll"
+    job = wait_status(job_id, "done", timeout=IDLE_POLL / 2)
+    assert time.monotonic() - started < IDLE_POLL / 2, "woken by NOTIFY, not the idle poll"
     assert job.result["echo"]["target_date"]  # the payload built in SQL reached the handler
     assert (job.queue, job.priority, job.max_attempts) == ("default", 0, 5)
     assert job.dedupe_key.startswith("cleanup:")
@@ -75,16 +77,16 @@ def test_the_pg_cron_statement_enqueues_once_per_day_and_wakes_the_worker(
         (job_id,) = sql_client.execute(body).fetchone()
         assert sql_client.execute(body).fetchone() == (None,)  # a duplicate: skipped
         started = time.monotonic()
-    wait_status(job_id, "done", timeout=IDLE_POLL / 3)
-    assert time.monotonic() - started < 3, "woken by NOTIFY at commit"
+    wait_status(job_id, "done", timeout=IDLE_POLL / 2)
+    assert time.monotonic() - started < IDLE_POLL / 2, "woken by NOTIFY at commit"
     assert Job.objects.count() == 1
 
 
 def test_a_plain_insert_with_pg_notify_is_picked_up_at_once(worker_factory, sql_client):
     _idle_worker(worker_factory)
     job_id, started = _enqueued_at(sql_client, _for_tests(documented_sql(DOC, "sql-insert")))
-    wait_status(job_id, "done", timeout=IDLE_POLL / 3)
-    assert time.monotonic() - started < 3
+    wait_status(job_id, "done", timeout=IDLE_POLL / 2)
+    assert time.monotonic() - started < IDLE_POLL / 2
 
 
 def test_without_notify_the_idle_worker_does_not_see_the_job_until_its_poll(
@@ -100,4 +102,4 @@ def test_without_notify_the_idle_worker_does_not_see_the_job_until_its_poll(
     time.sleep(2)
     assert Job.objects.get(pk=job_id).status == "ready"
     sql_client.execute("SELECT pg_notify('pqjobs', 'default')")
-    wait_status(job_id, "done", timeout=3)
+    wait_status(job_id, "done", timeout=IDLE_POLL / 2)
