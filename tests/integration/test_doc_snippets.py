@@ -135,7 +135,9 @@ def test_a_documented_signature_is_the_function_s(block: DocBlock):
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in django_pqjobs.__all__:
             documented = [a.arg for a in [*node.args.posonlyargs, *node.args.args]]
+            documented += [a.arg for a in [node.args.vararg] if a]
             documented += [a.arg for a in node.args.kwonlyargs]
+            documented += [a.arg for a in [node.args.kwarg] if a]
             real = list(inspect.signature(getattr(django_pqjobs, node.name)).parameters)
             assert documented == real, f"{block}: {node.name}() takes {real}"
 

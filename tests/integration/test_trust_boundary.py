@@ -339,11 +339,15 @@ def test_a_schema_every_role_may_create_in_is_warned_about(db, capsys):
 
     from django_pqjobs.checks import check_database
 
-    assert check_database(databases=["default"]) == []
+    def schema_warnings() -> list:
+        # only this test's subject: what earlier tests committed (a flush, a migration) may
+        # leave the published encrypted types behind, which another check (W093) reports
+        return [w for w in check_database(databases=["default"]) if w.id == "pqjobs.W090"]
+
+    assert schema_warnings() == []
     with connection.cursor() as cursor:  # rolled back with the test's transaction
         cursor.execute("GRANT CREATE ON SCHEMA public TO PUBLIC")
-    (warning,) = check_database(databases=["default"])
-    assert warning.id == "pqjobs.W090"
+    (warning,) = schema_warnings()
     assert 'REVOKE CREATE ON SCHEMA "public" FROM PUBLIC' in warning.msg
     assert check_database(databases=None) == []  # only where database checks are asked for
     with pytest.raises(SystemExit):  # no worker: the verdict is unchanged...
