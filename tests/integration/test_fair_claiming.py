@@ -5,6 +5,7 @@ with a few jobs; jobs without a fair key are claimed by age as before."""
 from __future__ import annotations
 
 import collections
+import re
 from datetime import timedelta
 
 import pytest
@@ -269,7 +270,10 @@ def test_the_turn_is_found_through_the_indexes_whatever_the_statistics():
     plans = planned_inside(lambda: enqueue_many("tests.fair_noop", tenants("a", 200)))
     lookups = [plan for plan in plans if "j.priority = p_priority" in plan]
     assert len(lookups) == 1, len(lookups)  # one per statement
-    assert "pqjobs_job_fair_key" in lookups[0] and "pqjobs_job_fair_claim" in lookups[0]
+    # both of its lookups through an index of turns (which one is the server's choice:
+    # PostgreSQL 18's skip scan may take pqjobs_job_fair_claim for the key's own)
+    through = re.findall(r"using (pqjobs_job_fair_(?:key|claim)) on pqjobs_job", lookups[0])
+    assert len(through) >= 2, lookups[0]
     assert "Seq Scan on pqjobs_job" not in lookups[0], lookups[0]
     assert not [plan for plan in plans if "NEW.fair_key" in plan]  # no row trigger call
     turns = Job.objects.filter(fair_key="tenant:a").order_by("id").values_list("fair_turn")
