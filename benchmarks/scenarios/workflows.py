@@ -74,6 +74,11 @@ def _parked(quick: bool) -> Result:
     )
 
 
+def _resume_failed(note: str) -> list[Result]:
+    """The signal-to-resume result when its workflows did not all park or resume."""
+    return [Result("workflows: signal -> resume p50", 0, "ms", "<= 20", False, note)]
+
+
 _FLOOR_TABLE = """CREATE TABLE IF NOT EXISTS bench_step_floor (
     job_id bigint NOT NULL, name text NOT NULL, kind text NOT NULL, result jsonb,
     attempt integer NOT NULL, started_at timestamptz NOT NULL, finished_at timestamptz,
@@ -162,16 +167,7 @@ def _resume_latency(quick: bool) -> list[Result]:
     with worker_process("--concurrency", "4"):
         parked = _until(count, "waiting")
         if parked != count:  # (a signal sent before they parked is one reason)
-            return [
-                Result(
-                    "workflows: signal -> resume p50",
-                    0,
-                    "ms",
-                    "<= 20",
-                    False,
-                    f"only {parked} of {count} parked waiting for the signal",
-                )
-            ]
+            return _resume_failed(f"only {parked} of {count} parked waiting for the signal")
         time.sleep(4)  # let the worker reach its longest idle poll
         for job_id in ids:
             sent[job_id] = time.time()
@@ -181,16 +177,7 @@ def _resume_latency(quick: bool) -> list[Result]:
     rows = sql("SELECT id, result::text::float8 FROM pqjobs_job_hot WHERE status = 'done'")
     values = [(float(resumed) - sent[int(job_id)]) * 1000 for job_id, resumed in rows]
     if len(values) < count:
-        return [
-            Result(
-                "workflows: signal -> resume p50",
-                0,
-                "ms",
-                "<= 20",
-                False,
-                f"only {len(values)} of {count} resumed",
-            )
-        ]
+        return _resume_failed(f"only {len(values)} of {count} resumed")
     p50, p99 = percentile(values, 50), percentile(values, 99)
     return [
         Result(
