@@ -75,10 +75,23 @@ def _drop_history() -> None:
         sql("SELECT pqjobs_history_drop(%s, 'infinity'::date)", [status])
 
 
-def load_history(finished: int) -> float:
-    """``finished`` done jobs of one UTC day three days ago, moved by the maintenance's mover
-    into their history partition, with the empty partitions of the four statuses over their
-    default retention beside them, the tables analysed; returns the mover's seconds."""
+def insert_done_jobs(job_type: str, finished: int) -> None:
+    """``finished`` done jobs of ``job_type``, all of one UTC day three days ago, in the hot
+    table (where workers leave them for the mover)."""
+    sql(
+        "INSERT INTO pqjobs_job (job_type, queue, payload, status, priority, attempts, "
+        "max_attempts, run_after, last_error, error_type, created_at, updated_at, finished_at, "
+        "duration_ms) SELECT %s, 'default', '{}'::jsonb, 'done', 0, 1, 5, now(), '', '', "
+        "now(), now(), date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' "
+        "- interval '3 days' + make_interval(secs => g * 80000.0 / %s), 1 "
+        "FROM generate_series(1, %s) g",
+        [job_type, finished, finished],
+    )
+
+
+def prepare_month_of_partitions() -> None:
+    """The empty history partitions a month makes at the default retention (``RETENTION``),
+    for each status, ending today."""
     from datetime import UTC, datetime, timedelta
 
     from django_pqjobs.transitions import history
@@ -95,15 +108,16 @@ def load_history(finished: int) -> float:
             }
         ),
     )
-    sql(
-        "INSERT INTO pqjobs_job (job_type, queue, payload, status, priority, attempts, "
-        "max_attempts, run_after, last_error, error_type, created_at, updated_at, finished_at, "
-        "duration_ms) SELECT %s, 'default', '{}'::jsonb, 'done', 0, 1, 5, now(), '', '', "
-        "now(), now(), date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' "
-        "- interval '3 days' + make_interval(secs => g * 80000.0 / %s), 1 "
-        "FROM generate_series(1, %s) g",
-        [HISTORY_TYPE, finished, finished],
-    )
+
+
+def load_history(finished: int) -> float:
+    """``finished`` done jobs of one UTC day three days ago, moved by the maintenance's mover
+    into their history partition, with the empty partitions of the four statuses over their
+    default retention beside them, the tables analysed; returns the mover's seconds."""
+    from django_pqjobs.transitions import history
+
+    prepare_month_of_partitions()
+    insert_done_jobs(HISTORY_TYPE, finished)
     sql("ANALYZE pqjobs_job_hot")
     started = time.monotonic()
     history.shelve("default", "done", 600, RETENTION["done"], max_batches=1_000_000)

@@ -14,30 +14,23 @@ from __future__ import annotations
 
 import statistics
 import time
-from datetime import UTC, datetime, timedelta
 
 from django_pqjobs import enqueue_many
 from django_pqjobs.transitions import history
 from django_pqjobs.worker import housekeeping
 
-from ..harness import HISTORY, Result, reset_tables, sql
+from ..harness import (
+    HISTORY,
+    RETENTION,
+    Result,
+    insert_done_jobs,
+    prepare_month_of_partitions,
+    reset_tables,
+    sql,
+)
 from .drain import drain_rate
 
 DAY = 86400.0
-STATUSES = ("done", "failed", "cancelled", "expired")
-
-
-def populate(finished: int) -> None:
-    """``finished`` done jobs, all of one UTC day three days ago, in the hot table."""
-    sql(
-        "INSERT INTO pqjobs_job (job_type, queue, payload, status, priority, attempts, "
-        "max_attempts, run_after, last_error, error_type, created_at, updated_at, finished_at, "
-        "duration_ms) SELECT 'old', 'default', '{}'::jsonb, 'done', 0, 1, 5, now(), '', '', "
-        "now(), now(), date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' "
-        "- interval '3 days' + make_interval(secs => g * 80000.0 / %s), 1 "
-        "FROM generate_series(1, %s) g",
-        [finished, finished],
-    )
 
 
 def partitions() -> list[tuple[str, str, str]]:
@@ -76,24 +69,11 @@ def run_setup(finished: int) -> tuple[int, float]:
     """The empty table, the history partitions a month makes, and ``finished`` done jobs
     moved to theirs by the maintenance's mover: (jobs moved, seconds the move took)."""
     reset_tables()
-    today = datetime.now(UTC).date()
-    # what a month of history makes at the default RETENTION (a partition a seventh of it)
-    retention = {"done": 7 * DAY, "failed": 30 * DAY, "cancelled": 7 * DAY, "expired": 7 * DAY}
-    spans = {status: history.span_for(kept) for status, kept in retention.items()}
-    history.prepare(
-        "default",
-        sorted(
-            {
-                history.shelf(s, history.span_start(today - timedelta(days=n), spans[s]), spans[s])
-                for s in STATUSES
-                for n in range(int(retention[s] / DAY) + 1)
-            }
-        ),
-    )
-    populate(finished)
+    prepare_month_of_partitions()
+    insert_done_jobs("old", finished)
     sql("ANALYZE pqjobs_job_hot")
     started = time.monotonic()
-    moved = history.shelve("default", "done", 600, retention["done"], max_batches=10_000)
+    moved = history.shelve("default", "done", 600, RETENTION["done"], max_batches=10_000)
     moving = time.monotonic() - started
     return moved, moving
 
