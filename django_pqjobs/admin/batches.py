@@ -29,7 +29,7 @@ from ..redaction import may_see_secrets, redact
 from ..statuses import BATCH_CALLBACKS, JobStatus
 from . import composition, display, pictures
 from .changelist import GuardedListAdmin, RefusedQuery
-from .jobs import shows_data
+from .excerpts import shows_data
 from .pagination import EstimatedCountPaginator
 from .search import whole_number
 
