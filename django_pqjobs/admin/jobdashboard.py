@@ -17,6 +17,7 @@ from .. import flow, monitoring
 from ..conf import conf
 from ..models import Dashboard, FairWeight, Job
 from . import actions, dashboard, flowcontrol, pictures
+from .readonly import ReadOnlyAdmin
 
 
 class JobDashboard(admin.ModelAdmin):
@@ -73,7 +74,7 @@ class JobDashboard(admin.ModelAdmin):
 
 
 @admin.register(Dashboard)
-class DashboardAdmin(admin.ModelAdmin):
+class DashboardAdmin(ReadOnlyAdmin):
     """The dashboard's entry in the admin's index and navigation sidebar (``Dashboard``, a
     proxy of Job): its one page is the dashboard, shown to whoever may view jobs."""
 
@@ -85,15 +86,6 @@ class DashboardAdmin(admin.ModelAdmin):
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return obj is None and self._jobs().has_view_permission(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def get_urls(self) -> list[URLPattern]:
         return [
