@@ -134,13 +134,13 @@ class JobActions(admin.ModelAdmin):
             .first()
         )
         if status == "running":
-            self.message_user(
+            return self._back_to_job(
                 request,
+                object_id,
                 f"Job {object_id} is running and is not deleted: cancel it (or release it, if "
                 "its worker is stuck) first.",
                 messages.ERROR,
             )
-            return HttpResponseRedirect(_change_url(object_id))
         return super().delete_view(request, object_id, extra_context)
 
     def get_deleted_objects(
@@ -178,16 +178,23 @@ class JobActions(admin.ModelAdmin):
 
     def response_delete(self, request: HttpRequest, obj_display: str, obj_id: Any) -> HttpResponse:
         if getattr(request, "_pqjobs_delete_refused", False):
-            self.message_user(
+            return self._back_to_job(
                 request,
+                obj_id,
                 f"Job {obj_id} was not deleted: a worker claimed it meanwhile, and running "
                 "jobs are not deleted.",
                 messages.ERROR,
             )
-            return HttpResponseRedirect(_change_url(obj_id))
         return super().response_delete(request, obj_display, obj_id)
 
     # --- the job page's buttons, Release and Send signal ----------------------------------
+
+    def _back_to_job(
+        self, request: HttpRequest, job_id: Any, text: str, level: int = messages.INFO
+    ) -> HttpResponse:
+        """Say ``text`` on the job's page, and go back to it."""
+        self.message_user(request, text, level)
+        return HttpResponseRedirect(_change_url(job_id))
 
     def object_action(self, request: HttpRequest, job_id: int, action: str) -> HttpResponse:
         """The Retry / Cancel / Run now buttons of a job's page (POST, CSRF-protected)."""
@@ -201,8 +208,8 @@ class JobActions(admin.ModelAdmin):
             raise PermissionDenied
         changed = actions.ACTIONS[action].run([job.pk], actions.actor(request))
         level = messages.SUCCESS if changed else messages.WARNING
-        self.message_user(request, actions.job_page_message(action, job.pk, bool(changed)), level)
-        return HttpResponseRedirect(_change_url(job.pk))
+        text = actions.job_page_message(action, job.pk, bool(changed))
+        return self._back_to_job(request, job.pk, text, level)
 
     def release_view(self, request: HttpRequest, job_id: int) -> HttpResponse:
         """Release one stuck running attempt: a page that shows what is released (GET), and
@@ -224,26 +231,25 @@ class JobActions(admin.ModelAdmin):
                 using=conf.DATABASE,
             )
             if status is None:
-                self.message_user(
+                return self._back_to_job(
                     request,
+                    job.pk,
                     f"Job {job.pk} was not released: attempt {attempt} on worker "
                     f"{worker_id} is no longer running (it finished, or was rescued or "
                     "released meanwhile).",
                     messages.WARNING,
                 )
-            else:
-                self.message_user(
-                    request,
-                    f"Job {job.pk}: attempt {attempt} on worker {worker_id} released, the job "
-                    f"is {status} now. Whatever that worker still records is ignored.",
-                    messages.SUCCESS,
-                )
-            return HttpResponseRedirect(_change_url(job.pk))
-        if job.status != "running" or not job.locked_by:
-            self.message_user(
-                request, f"Job {job.pk} is {job.status}: only running jobs are released."
+            return self._back_to_job(
+                request,
+                job.pk,
+                f"Job {job.pk}: attempt {attempt} on worker {worker_id} released, the job "
+                f"is {status} now. Whatever that worker still records is ignored.",
+                messages.SUCCESS,
             )
-            return HttpResponseRedirect(_change_url(job.pk))
+        if job.status != "running" or not job.locked_by:
+            return self._back_to_job(
+                request, job.pk, f"Job {job.pk} is {job.status}: only running jobs are released."
+            )
         live = (
             WorkerRecord.objects.using(conf.DATABASE)
             .filter(worker_id=job.locked_by)
@@ -291,8 +297,8 @@ class JobActions(admin.ModelAdmin):
                     if sent
                     else f"Job {job.pk} already had a signal {name!r}: the first one stands."
                 )
-                self.message_user(request, text, messages.SUCCESS if sent else messages.WARNING)
-                return HttpResponseRedirect(_change_url(job.pk))
+                level = messages.SUCCESS if sent else messages.WARNING
+                return self._back_to_job(request, job.pk, text, level)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Send job {job.pk} a signal",

@@ -157,30 +157,11 @@ def job_graph_svg(job: Job, alias: str, has_steps: bool) -> SafeString:
         if side == "child":
             children.append((pk, status, job_type))
         types[pk] = (status, job_type)
-    if links.batch is not None:
-        ref = links.batch
-        graph.add(
-            Node(
-                f"batch:{ref.id}",
-                f"batch #{ref.id}",
-                ref.label,
-                composition.batch_url(ref.id),
-                kind="batch",
-            )
-        )
-        graph.link(f"batch:{ref.id}", me, "member", f"member of batch {ref.id}")
-    if links.callback_of is not None:
-        ref = links.callback_of
-        graph.add(
-            Node(
-                f"batch:{ref.id}",
-                f"batch #{ref.id}",
-                ref.label,
-                composition.batch_url(ref.id),
-                kind="batch",
-            )
-        )
-        graph.link(f"batch:{ref.id}", me, "callback", f"callback of batch {ref.id}")
+    for ref, kind in ((links.batch, "member"), (links.callback_of, "callback")):
+        if ref is not None:
+            url = composition.batch_url(ref.id)
+            graph.add(Node(f"batch:{ref.id}", f"batch #{ref.id}", ref.label, url, kind="batch"))
+            graph.link(f"batch:{ref.id}", me, kind, f"{kind} of batch {ref.id}")
     if job.parent_id:
         status, job_type = types.get(job.parent_id, (None, ""))
         graph.add(job_node(job.parent_id, status, job_type, what="parent"))
