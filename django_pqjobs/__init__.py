@@ -27,6 +27,7 @@ from .errors import (
     QueueFull,
     Retry,
     Snooze,
+    UnknownJobOption,
     UnknownJobType,
     WaitTimeout,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "StepBackoff",
     "StepResultNotSerializable",
     "TypedJob",
+    "UnknownJobOption",
     "UnknownJobType",
     "WaitTimeout",
     "batch",

@@ -20,6 +20,7 @@ from ..statuses import AuditAction
 from . import display
 from .changelist import GuardedListAdmin, RefusedQuery
 from .pagination import EstimatedCountPaginator
+from .readonly import ReadOnlyAdmin
 from .search import whole_number
 
 
@@ -42,7 +43,7 @@ class ActionFilter(admin.SimpleListFilter):
 
 
 @admin.register(OperatorAction)
-class OperatorActionAdmin(GuardedListAdmin):
+class OperatorActionAdmin(ReadOnlyAdmin, GuardedListAdmin):
     list_display = ["id", "when", "actor", "action", "what", "detail"]
     list_display_links = None
     list_filter = [ActionFilter]
@@ -53,15 +54,6 @@ class OperatorActionAdmin(GuardedListAdmin):
     list_per_page = 100
     show_full_result_count = False
     paginator = EstimatedCountPaginator
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

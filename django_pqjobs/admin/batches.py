@@ -29,8 +29,9 @@ from ..redaction import may_see_secrets, redact
 from ..statuses import BATCH_CALLBACKS, JobStatus
 from . import composition, display, pictures
 from .changelist import GuardedListAdmin, RefusedQuery
-from .jobs import shows_data
+from .excerpts import shows_data
 from .pagination import EstimatedCountPaginator
+from .readonly import ReadOnlyAdmin
 from .search import whole_number
 
 SEARCH_HELP_TEXT = "A batch id, or part of its label."
@@ -111,7 +112,7 @@ def _may_view_jobs(request: HttpRequest) -> bool:
 
 
 @admin.register(Batch)
-class BatchAdmin(GuardedListAdmin):
+class BatchAdmin(ReadOnlyAdmin, GuardedListAdmin):
     list_display = [
         "id",
         "label_cell",
@@ -143,15 +144,6 @@ class BatchAdmin(GuardedListAdmin):
     ]
 
     # --- permissions: read-only; whoever may view jobs may view their batches -------------
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return super().has_view_permission(request, obj) or _may_view_jobs(request)

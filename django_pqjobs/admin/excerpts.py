@@ -33,8 +33,10 @@ from django.db.models import (
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Left, Length, Right
 from django.db.models.lookups import LessThanOrEqual
+from django.http import HttpRequest
 
 from .. import audit
+from ..conf import conf
 from ..models import Job, JobAttempt
 from ..serialization import ERROR_TEXT_LIMIT
 from ..sql import queries
@@ -51,6 +53,12 @@ PROGRESS_NUMBER_CHARS = 40
 PROGRESS_MESSAGE_CHARS = 200
 # Columns of a job that only the excerpts below read.
 BIG_COLUMNS = ("payload", "result", "progress", "last_error")
+
+
+def shows_data(request: HttpRequest) -> bool:
+    """Whether this user may see payloads, results, progress messages and errors."""
+    permission = conf.ADMIN_DATA_PERMISSION
+    return permission is None or request.user.has_perm(permission)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ shown with who and since when, and recorded in the audit trail. Names are valida
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from django import forms
 from django.contrib import messages
@@ -19,6 +20,7 @@ from ..conf import conf
 from ..errors import InvalidJobOption
 from ..printable import counted
 from ..registry import registry
+from . import display
 from .filters import distinct_job_types
 
 KINDS = {"queue": "queue", "job_type": "job type"}
@@ -98,3 +100,17 @@ def pause_or_resume(request: HttpRequest, pause: bool, by: str) -> tuple[str, in
         f"Resumed the {what}: {counted(released, 'job')} held by the pause went back to ready.",
         messages.SUCCESS,
     )
+
+
+def paused_rows(paused: list[flow.Paused]) -> list[dict[str, Any]]:
+    """The pauses as the dashboard and the job list show them."""
+    return [
+        {
+            "kind": p.kind,
+            "kind_label": KINDS.get(p.kind, p.kind),
+            "name": p.name,
+            "by": p.paused_by,
+            "since": display.moment(p.paused_at),
+        }
+        for p in paused
+    ]
