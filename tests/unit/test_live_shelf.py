@@ -21,7 +21,10 @@ import pytest
 from tests.helpers import ROOT
 from tests.unit.test_one_sql_home import PACKAGE, _modules, inline_statements
 
-MARKER = "-- all shelves:"
+MARKER = "-- all shelves"
+# "-- all shelves: why" (every reference of the statement), or "-- all shelves (e, p): why"
+# (those aliases only: the statement's other references say the live shelf)
+_MARKS = re.compile(r"-- all shelves(?: \(([\w, ]+)\))?: *([^\n]*)")
 _TABLE = r"(?:(?::\"schema\"|pqjobs)\.)?(pqjobs_job|pqjobs_attempt)(?![\w$])"
 _REFERENCE = re.compile(
     r"(?:\b(?:FROM|JOIN|UPDATE|USING)\s+(?:ONLY\s+)?|,\s*)" + _TABLE + r"(?:\s+(?:AS\s+)?(\w+))?",
@@ -37,7 +40,7 @@ _COMMENT = re.compile(r"--[^\n]*")
 
 
 def _keep_marker(match: re.Match[str]) -> str:
-    return match.group(0) if match.group(0).startswith(MARKER) else ""
+    return match.group(0) if _MARKS.match(match.group(0)) else ""
 
 
 def _units() -> list[tuple[str, str]]:
@@ -66,14 +69,19 @@ def _units() -> list[tuple[str, str]]:
 def unmarked(text: str) -> list[str]:
     """The references of a statement to the job or attempt table that say neither the live
     shelf nor the marker (a statement with the marker is about every shelf)."""
-    if MARKER in text:
-        return []
+    exempt: set[str] = set()
+    for aliases, _reason in _MARKS.findall(text):
+        if not aliases:
+            return []
+        exempt.update(a.strip() for a in aliases.split(","))
     code = _COMMENT.sub("", text)
     missing = []
     for match in _REFERENCE.finditer(code):
         table, alias = match.group(1), match.group(2)
         if alias is None or alias.lower() in _NOT_ALIAS:
             alias = table
+        if alias in exempt:
+            continue
         qualified = rf"\b{re.escape(alias)}\.shelf\s*=\s*'hot'"
         bare = r"(?<![\w.])shelf\s*=\s*'hot'"
         if re.search(qualified, code) or (alias == table and re.search(bare, code)):
@@ -87,8 +95,8 @@ def marked(units: list[tuple[str, str]]) -> list[str]:
     found = []
     for where, text in units:
         file = re.split(r"[: ]", where)[0]
-        for reason in re.findall(re.escape(MARKER) + r" *([^\n]*)", text):
-            found.append(f"{file}: {reason.strip()}")
+        for aliases, reason in _MARKS.findall(text):
+            found.append(f"{file}: {f'({aliases}) ' if aliases else ''}{reason.strip()}")
     return found
 
 
@@ -99,7 +107,7 @@ def test_every_statement_about_jobs_names_the_live_shelf_or_says_all_shelves() -
             bad.append(f"{where}: {reference}")
     assert not bad, (
         "statements reading pqjobs_job/pqjobs_attempt without shelf = 'hot' (live jobs) "
-        f"or the marker {MARKER!r} (every shelf, on purpose):\n" + "\n".join(bad)
+        f"or the marker '{MARKER}: why' (every shelf, on purpose):\n" + "\n".join(bad)
     )
 
 
@@ -111,6 +119,8 @@ def test_every_statement_about_jobs_names_the_live_shelf_or_says_all_shelves() -
         "UPDATE :\"schema\".pqjobs_job AS j SET status = 'ready' WHERE j.id = 1",
         "SELECT 1 FROM pqjobs_dependency d JOIN pqjobs_job w ON w.id = d.job_id "
         "WHERE w.status = 'waiting' -- shelf = 'hot' in a comment does not count",
+        "-- all shelves (e): the prerequisite\nSELECT 1 FROM pqjobs_dependency d "
+        "JOIN pqjobs_job w ON w.id = d.job_id JOIN pqjobs_job e ON e.id = d.depends_on_id",
     ],
 )
 def test_a_statement_about_jobs_without_the_shelf_is_refused(statement: str) -> None:
@@ -124,6 +134,9 @@ def test_a_statement_about_jobs_without_the_shelf_is_refused(statement: str) -> 
         "SELECT 1 FROM pqjobs_job j JOIN pqjobs_attempt a ON a.job_id = j.id "
         "WHERE j.shelf = 'hot' AND a.shelf = 'hot'",
         "-- all shelves: a job by its id\nSELECT * FROM pqjobs_job WHERE id = %s",
+        "-- all shelves (e): the prerequisite\nSELECT 1 FROM pqjobs_dependency d "
+        "JOIN pqjobs_job w ON w.id = d.job_id JOIN pqjobs_job e ON e.id = d.depends_on_id "
+        "WHERE w.shelf = 'hot'",
         "SELECT 1 FROM pqjobs_job_hot WHERE status = 'ready'",
         "INSERT INTO pqjobs_job (job_type) VALUES ('x')",
     ],

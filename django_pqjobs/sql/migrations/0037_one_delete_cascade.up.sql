@@ -216,7 +216,7 @@ BEGIN
                 -- sequence still runs one job at a time. Those prerequisites are locked
                 -- first: one finishing meanwhile does so after this commit, and its commit
                 -- then sees the new edge.
-                -- all shelves: a prerequisite, finished ones in history too
+                -- all shelves (e): a prerequisite, finished ones in history too
                 PERFORM 1 FROM :"schema".pqjobs_job e
                 WHERE e.id IN (
                     SELECT p.depends_on_id FROM :"schema".pqjobs_dependency p
@@ -227,7 +227,7 @@ BEGIN
                       AND s.new_status IN ('cancelled', 'expired', 'deleted'))
                 ORDER BY e.id
                 FOR NO KEY UPDATE;
-                -- all shelves: e, a prerequisite handed on (its status says if it counts)
+                -- all shelves (e): a prerequisite handed on (its status says if it counts)
                 WITH handed AS (
                     INSERT INTO :"schema".pqjobs_dependency (job_id, depends_on_id)
                     SELECT DISTINCT f.job_id, p.depends_on_id

@@ -50,7 +50,7 @@ SELECT 1 FROM pqjobs_dependency d JOIN pqjobs_job p ON p.id = d.depends_on_id
 WHERE d.job_id = ANY(%s) ORDER BY p.id FOR SHARE OF p
 
 -- name: wait_again
--- all shelves: p: prerequisites by id, finished ones in history too
+-- all shelves (p): prerequisites by id, finished ones in history too
 -- (A dependent that halts counts a failed dependency as unfinished. A job retried into a
 -- pause was held by it at once, sql/schema/flow.sql: it waits all the same.)
 UPDATE pqjobs_job AS j SET status = 'waiting', blocked_by = NULL, waiting_for = a.active
