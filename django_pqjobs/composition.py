@@ -138,7 +138,7 @@ _SEQUENCE_NEXT = QUERIES["sequence_next"]
 _SET_SEQUENCE = QUERIES["set_sequence"]
 _STATUS = QUERIES["status"]
 # What a job that left the sequence (cancelled, expired, deleted) waited for: its place in
-# line (its edges stay, a deleted sequenced job's too, until that job is pruned).
+# line (a deleted job's edges stay while it is its sequence's last job: pqjobs_job_forget).
 _WAITED_FOR = QUERIES["waited_for"]
 _STILL_IN_LINE = tuple(str(s) for s in ACTIVE_STATUSES)
 

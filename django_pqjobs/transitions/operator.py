@@ -234,4 +234,7 @@ def delete_unless_running(alias: str, job_ids: Sequence[int]) -> list[Deleted]:
     """
     with cursor_of(alias) as cursor:
         cursor.execute(QUERIES["delete"], [list(job_ids)])
-        return sorted(Deleted(int(r[0]), r[1], r[2]) for r in cursor.fetchall())
+        deleted = sorted(Deleted(int(r[0]), r[1], r[2]) for r in cursor.fetchall())
+        if deleted:  # the one delete cascade (sql/schema/history.sql)
+            cursor.execute(QUERIES["forget"], [[d.job_id for d in deleted]])
+        return deleted

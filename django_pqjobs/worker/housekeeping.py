@@ -96,22 +96,16 @@ WITH doomed AS (
     ORDER BY finished_at
     LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
-), history AS (
-    DELETE FROM pqjobs_attempt WHERE job_id IN (SELECT id FROM doomed)
-), steps AS (
-    DELETE FROM pqjobs_step WHERE job_id IN (SELECT id FROM doomed)
-), signals AS (
-    DELETE FROM pqjobs_signal WHERE job_id IN (SELECT id FROM doomed)
-), edges AS (
-    DELETE FROM pqjobs_dependency
-    WHERE job_id IN (SELECT id FROM doomed) OR depends_on_id IN (SELECT id FROM doomed)
 )
-DELETE FROM pqjobs_job WHERE id IN (SELECT id FROM doomed)
+DELETE FROM pqjobs_job j USING doomed WHERE j.shelf = 'hot' AND j.id = doomed.id
+RETURNING j.id
 """
+# What the pruned jobs leave behind: the one delete cascade (sql/schema/history.sql).
+_FORGET = "SELECT pqjobs_job_forget(%s::bigint[])"
 # A finished batch goes once none of its members and callbacks is left and it finished
 # longer ago than the longest retention.
 _PRUNE_BATCHES = """
-DELETE FROM pqjobs_batch b
+DELETE FROM pqjobs_batch b  -- all shelves: its members and callbacks, shelved ones too
 WHERE b.finished_at < now() - make_interval(secs => %(age)s)
   AND NOT EXISTS (SELECT 1 FROM pqjobs_job j WHERE j.batch_id = b.id)
   AND NOT EXISTS (SELECT 1 FROM pqjobs_job j WHERE j.callback_of_id = b.id)
@@ -152,9 +146,13 @@ def prune(
                 "history partitions of %s jobs not dropped: %s", status, printable(str(exc))
             )
         for _ in range(max_batches):
-            with connections[alias].cursor() as cursor:
+            # (the jobs and what they leave behind go together)
+            with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
                 cursor.execute(_PRUNE, {"status": status, "age": float(age), "batch": batch})
-                count = cursor.rowcount
+                pruned = [row[0] for row in cursor.fetchall()]
+                if pruned:
+                    cursor.execute(_FORGET, [pruned])
+                count = len(pruned)
             deleted[status] += count
             if count < batch:
                 break
@@ -176,7 +174,7 @@ def prune_batches(alias: str, retention: dict[str, float | None]) -> int:
 # holding the row is skipped, and a row one updated meanwhile is kept: the DELETE re-reads
 # the row it meets and compares the job it names.
 _PRUNE_SEQUENCES = """
-WITH gone AS (
+WITH gone AS (  -- all shelves: a sequence's last job, wherever it is
     SELECT s.key, s.last_job_id FROM pqjobs_sequence s
     WHERE NOT EXISTS (SELECT 1 FROM pqjobs_job j WHERE j.id = s.last_job_id)
     LIMIT %(batch)s
@@ -184,16 +182,21 @@ WITH gone AS (
 )
 DELETE FROM pqjobs_sequence s USING gone
 WHERE s.key = gone.key AND s.last_job_id IS NOT DISTINCT FROM gone.last_job_id
+RETURNING s.last_job_id
 """
 
 
 def prune_sequences(alias: str, batch: int = 5000, max_batches: int = 100) -> int:
-    """Forget the sequences whose last job is gone (pruned or deleted), in short batches."""
+    """Forget the sequences whose last job is gone (pruned or deleted), in short batches,
+    and the edges that job kept as its place in line (``pqjobs_job_forget``)."""
     deleted = 0
     for _ in range(max_batches):
-        with connections[alias].cursor() as cursor:
+        with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
             cursor.execute(_PRUNE_SEQUENCES, {"batch": batch})
-            count = int(cursor.rowcount)
+            last = [row[0] for row in cursor.fetchall()]
+            if any(job_id is not None for job_id in last):
+                cursor.execute(_FORGET, [[job_id for job_id in last if job_id is not None]])
+            count = len(last)
         deleted += count
         if count < batch:
             break

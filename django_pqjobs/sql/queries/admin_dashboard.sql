@@ -1,6 +1,7 @@
 -- The statements of admin/dashboard.py, each under its name (loaded once, at import).
 
 -- name: per_minute
+-- all shelves: jobs finished in the last hour, shelved ones too
 SELECT date_trunc('minute', finished_at) AS minute,
        count(*) FILTER (WHERE status = 'done'),
        count(*) FILTER (WHERE status = 'failed')
@@ -10,6 +11,7 @@ WHERE status IN ('done', 'failed', 'cancelled') AND finished_at > now() - interv
 GROUP BY 1
 
 -- name: retries_per_minute
+-- all shelves: attempts of the last hour, shelved ones too
 SELECT date_trunc('minute', a.finished_at), count(*) FROM pqjobs_attempt a
 WHERE a.finished_at > now() - interval '1 hour' AND a.finished_at <= now()
   AND a.outcome NOT IN ('released', 'snoozed', 'parked')
@@ -19,6 +21,7 @@ WHERE a.finished_at > now() - interval '1 hour' AND a.finished_at <= now()
 GROUP BY 1
 
 -- name: last_day
+-- all shelves: jobs finished in the last day, shelved ones too
 SELECT job_type, status, count(*) FROM pqjobs_job
 WHERE status IN ('done', 'failed', 'cancelled', 'expired')
   AND finished_at > now() - interval '24 hours'

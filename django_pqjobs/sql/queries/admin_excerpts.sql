@@ -1,6 +1,7 @@
 -- The statements of admin/excerpts.py, each under its name (loaded once, at import).
 
 -- name: page_data
+-- all shelves: looked for on the hot shelf first, then on every shelf
 SELECT left(t.payload, %(chars)s), length(t.payload),
        left(t.result, %(chars)s), length(t.result),
        right(j.last_error, %(tb_chars)s), length(j.last_error),
@@ -14,6 +15,7 @@ FROM pqjobs_job j,
 WHERE {shelf} j.id = %(id)s LIMIT 1
 
 -- name: page_progress
+-- all shelves: looked for on the hot shelf first, then on every shelf
 SELECT j.progress IS NOT NULL,
        left(j.progress ->> 'done', %(number_chars)s),
        left(j.progress ->> 'total', %(number_chars)s),

@@ -1,6 +1,7 @@
 -- The statements of admin/filters.py, each under its name (loaded once, at import).
 
 -- name: distinct
+-- all shelves: the values a filter offers, over every job
 WITH RECURSIVE seen AS (
     (SELECT {column} AS value FROM pqjobs_job ORDER BY {column} LIMIT 1)
     UNION ALL

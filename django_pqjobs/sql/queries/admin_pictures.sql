@@ -5,6 +5,7 @@ SELECT name, kind, started_at, finished_at, wake_at FROM pqjobs_step
 WHERE job_id = %s ORDER BY id LIMIT %s
 
 -- name: members
+-- all shelves: a batch's members, finished ones in history too
 SELECT j.id, j.status, j.job_type,
        ARRAY(SELECT d.depends_on_id FROM pqjobs_dependency d WHERE d.job_id = j.id
              ORDER BY d.depends_on_id LIMIT 8)

@@ -1,6 +1,7 @@
 -- The statements of audit.py, each under its name (loaded once, at import).
 
 -- name: record_jobs
+-- all shelves: the type of a job by its id, wherever it is
 INSERT INTO pqjobs_audit (at, actor, action, job_id, target, detail) SELECT now(), %s, %s, t.job_id, COALESCE(t.target, j.job_type, ''), t.detail FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS t(job_id, target, detail) LEFT JOIN pqjobs_job j ON j.id = t.job_id
 
 -- name: record

@@ -4,4 +4,4 @@
 UPDATE pqjobs_job SET status = %s, waiting_for = %s, on_dependency_failure = %s,
        finished_at = CASE WHEN %s = 'cancelled' THEN now() END,
        error_type = %s, last_error = %s, updated_at = now()
-WHERE id = %s
+WHERE shelf = 'hot' AND id = %s

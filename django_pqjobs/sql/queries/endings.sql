@@ -1,6 +1,7 @@
 -- The statements of endings.py, each under its name (loaded once, at import).
 
 -- name: cancelled_dependents
+-- all shelves: finished dependents, shelved ones too
 WITH RECURSIVE cancelled AS (
     SELECT j.id, j.finished_at AS at
     FROM unnest(%(roots)s::bigint[]) AS root(id)

@@ -1,6 +1,7 @@
 -- The statements of flow.py, each under its name (loaded once, at import).
 
 -- name: has_jobs
+-- all shelves: whether a type has any job at all
 SELECT EXISTS (SELECT 1 FROM pqjobs_job WHERE job_type = %s)
 
 -- name: paused

@@ -39,6 +39,7 @@ SELECT count(*) FROM pqjobs_job
 WHERE shelf = 'hot' AND status = 'blocked' AND blocked_by = 'paused' {queue_filter}
 
 -- name: expired_lately
+-- all shelves: jobs expired within the window, shelved ones too
 SELECT count(*) FROM pqjobs_job
 WHERE status = 'expired' AND finished_at > now() - make_interval(secs => %s) {queue_filter}
 

@@ -41,6 +41,7 @@ WHERE j.shelf = 'hot' AND j.id = chosen.id
 RETURNING j.id, chosen.status, j.attempts, j.max_attempts
 
 -- name: lock_dependencies
+-- all shelves: prerequisites by id, finished ones in history too
 -- A retried job that has dependencies still active (retried too, say) waits for them again.
 -- The dependencies are locked first (FOR SHARE: their status cannot change until this
 -- transaction commits), so the count taken by the next statement stays true and their
@@ -49,6 +50,7 @@ SELECT 1 FROM pqjobs_dependency d JOIN pqjobs_job p ON p.id = d.depends_on_id
 WHERE d.job_id = ANY(%s) ORDER BY p.id FOR SHARE OF p
 
 -- name: wait_again
+-- all shelves (p): prerequisites by id, finished ones in history too
 -- (A dependent that halts counts a failed dependency as unfinished. A job retried into a
 -- pause was held by it at once, sql/schema/flow.sql: it waits all the same.)
 UPDATE pqjobs_job AS j SET status = 'waiting', blocked_by = NULL, waiting_for = a.active
@@ -56,7 +58,7 @@ FROM (
     SELECT d.job_id, count(*) AS active FROM pqjobs_dependency d
     JOIN pqjobs_job p ON p.id = d.depends_on_id
     JOIN pqjobs_job w ON w.id = d.job_id
-    WHERE d.job_id = ANY(%s)
+    WHERE w.shelf = 'hot' AND d.job_id = ANY(%s)
       AND (p.status NOT IN ('done', 'failed', 'cancelled', 'expired')
            OR p.status = 'failed' AND w.on_dependency_failure = 'halt')
     GROUP BY d.job_id
@@ -86,24 +88,14 @@ WHERE j.shelf = 'hot' AND j.id = head.id
 RETURNING j.id, head.delayed
 
 -- name: delete
-WITH doomed AS (
-    DELETE FROM pqjobs_job WHERE id = ANY(%s) AND status <> 'running'
-    RETURNING id, job_type, status, sequence_key
-), history AS (
-    DELETE FROM pqjobs_attempt WHERE job_id IN (SELECT id FROM doomed)
-), steps AS (
-    DELETE FROM pqjobs_step WHERE job_id IN (SELECT id FROM doomed)
-), signals AS (
-    DELETE FROM pqjobs_signal WHERE job_id IN (SELECT id FROM doomed)
-), edges AS (
-    -- what a deleted job waited for; the edges to a deleted job stay until its dependents
-    -- are settled at commit (they are cancelled, or run, by their policy) and pruned. A
-    -- job of a sequence keeps its own: they are its place in line, which the settling
-    -- hands to the job after it and the next enqueue may read (they go when the job they
-    -- point to is pruned).
-    DELETE FROM pqjobs_dependency WHERE job_id IN (SELECT id FROM doomed WHERE sequence_key IS NULL)
-)
-SELECT id, job_type, status FROM doomed
+-- all shelves: jobs by id, wherever they are
+-- What they leave behind goes in the next statement (forget), once this one's trigger has
+-- noted the jobs whose dependents settle at the commit.
+DELETE FROM pqjobs_job WHERE id = ANY(%s) AND status <> 'running'
+RETURNING id, job_type, status
+
+-- name: forget
+SELECT pqjobs_job_forget(%s::bigint[])
 
 -- name: cancel
 UPDATE pqjobs_job SET status = 'cancelled', finished_at = now(), updated_at = now()

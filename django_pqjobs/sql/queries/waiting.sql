@@ -8,6 +8,7 @@ WHERE shelf = 'hot'
             FOR NO KEY UPDATE SKIP LOCKED)
 
 -- name: read
+-- all shelves: looked for on the hot shelf first, then on every shelf
 SELECT status, result::text, error_type, last_error, waited_on, job_type FROM pqjobs_job
 WHERE {shelf} id = %s
 LIMIT 1

@@ -22,9 +22,11 @@ RETURNING id
 SELECT payload::text FROM pqjobs_signal WHERE job_id = %s AND name = %s
 
 -- name: child
+-- all shelves: looked for on the hot shelf first, then on every shelf
 SELECT status, result::text, error_type, last_error FROM pqjobs_job WHERE {shelf} id = %s
 
 -- name: job_type_of
+-- all shelves: a job by its id, wherever it is
 SELECT job_type FROM pqjobs_job WHERE id = %s
 
 -- name: add_signal

@@ -76,6 +76,7 @@ WITH job AS (
 SELECT job.queue, ended.name, ended.kind FROM job LEFT JOIN ended ON true
 
 -- name: wake_for_children
+-- all shelves (c): the awaited child, finished and maybe shelved
 -- waiting → ready, due now, for parked jobs whose awaited child job finished (the partial
 -- index pqjobs_step_open_child holds the open waits for a child), at most %(batch)s; a job
 -- another transaction holds is left for the next pass.

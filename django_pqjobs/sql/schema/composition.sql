@@ -207,6 +207,7 @@ BEGIN
                 -- sequence still runs one job at a time. Those prerequisites are locked
                 -- first: one finishing meanwhile does so after this commit, and its commit
                 -- then sees the new edge.
+                -- all shelves (e): a prerequisite, finished ones in history too
                 PERFORM 1 FROM :"schema".pqjobs_job e
                 WHERE e.id IN (
                     SELECT p.depends_on_id FROM :"schema".pqjobs_dependency p
@@ -217,6 +218,7 @@ BEGIN
                       AND s.new_status IN ('cancelled', 'expired', 'deleted'))
                 ORDER BY e.id
                 FOR NO KEY UPDATE;
+                -- all shelves (e): a prerequisite handed on (its status says if it counts)
                 WITH handed AS (
                     INSERT INTO :"schema".pqjobs_dependency (job_id, depends_on_id)
                     SELECT DISTINCT f.job_id, p.depends_on_id
@@ -224,7 +226,7 @@ BEGIN
                          AS s(job_id, has_dependents, old_status, new_status)
                     JOIN :"schema".pqjobs_dependency f ON f.depends_on_id = s.job_id
                     JOIN :"schema".pqjobs_job w
-                         ON w.id = f.job_id AND w.status = 'waiting'
+                         ON w.shelf = 'hot' AND w.id = f.job_id AND w.status = 'waiting'
                             AND w.sequence_key IS NOT NULL
                     JOIN :"schema".pqjobs_dependency p ON p.job_id = s.job_id
                     JOIN :"schema".pqjobs_job e ON e.id = p.depends_on_id
@@ -307,6 +309,14 @@ BEGIN
             IF released IS NOT NULL AND :"schema".pqjobs_anyone_listens() THEN
                 PERFORM pg_notify('pqjobs', q) FROM unnest(released) q;
             END IF;
+        END IF;
+
+        -- What the jobs deleted leave behind, now that their edges have been read
+        -- (pqjobs_job_forget kept them for this).
+        IF 'deleted' = ANY(a_new) THEN
+            PERFORM :"schema".pqjobs_job_forget(ARRAY(
+                SELECT s.job_id FROM unnest(a_job, a_new) AS s(job_id, new_status)
+                WHERE s.new_status = 'deleted'));
         END IF;
 
         -- Batch counts, batch by batch in id order; the one whose last member just

@@ -174,9 +174,68 @@ BEGIN
 END
 $$;
 
+-- The one delete cascade: what jobs leave behind when they go, whoever removes them (an
+-- operator's delete, transitions/operator.py; the prune of the hot table,
+-- worker/housekeeping.py; a history partition dropped, below; pqjobs_settle() for the jobs
+-- it settled a deletion of). Called once the jobs are gone: only the ids of p_ids that no
+-- shelf of pqjobs_job holds are forgotten, so no caller can strip a job that is still
+-- there. Goes: their attempts, workflow steps and signals; the dependency edges of what they
+-- waited for; the edges to them from jobs gone too. Stays:
+--   - an edge to a gone job from a job still there: that job's record of what it waited
+--     for (its error names it; the endings announcer and the console read it); it goes
+--     with that job;
+--   - the edges of a gone job that is still its sequence's last job: its place in line,
+--     which the sequence's next enqueue reads (composition.py); they go with the jobs they
+--     point to, or when prune_sequences forgets the sequence (it calls this again);
+--   - the edges of a job this transaction deleted while others wait on it (noted in
+--     pqjobs_settle): pqjobs_settle() reads them at the commit (dependents cancelled or
+--     released, a sequence's next job takes its place in line), then calls this again;
+--   - the audit trail (who deleted which job; pruned by its own retention), and a
+--     sequence's or a schedule's last job id (a reference, not a dependent).
+-- Returns how many of p_ids were gone.
+CREATE OR REPLACE FUNCTION :"schema".pqjobs_job_forget(p_ids bigint[])
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+    gone bigint[];
+    in_line bigint[];
+BEGIN
+    -- all shelves: a job is gone when no shelf holds it
+    SELECT array_agg(g.id) INTO gone FROM unnest(p_ids) AS g(id)
+    WHERE g.id IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM :"schema".pqjobs_job j WHERE j.id = g.id);
+    IF gone IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- all shelves: a job's attempts are on its shelf (a dropped partition took its own)
+    DELETE FROM :"schema".pqjobs_attempt a WHERE a.job_id = ANY(gone);
+    DELETE FROM :"schema".pqjobs_step s WHERE s.job_id = ANY(gone);
+    DELETE FROM :"schema".pqjobs_signal s WHERE s.job_id = ANY(gone);
+    SELECT array_agg(q.last_job_id) INTO in_line FROM :"schema".pqjobs_sequence q
+    WHERE q.last_job_id = ANY(gone);
+    DELETE FROM :"schema".pqjobs_dependency d
+    WHERE d.job_id = ANY(gone)
+      AND d.job_id <> ALL(COALESCE(in_line, '{}'))
+      AND NOT EXISTS (
+          SELECT 1 FROM :"schema".pqjobs_settle n
+          WHERE n.txid = txid_current() AND n.job_id = d.job_id AND n.new_status = 'deleted');
+    -- all shelves: an edge to a gone job stays with a dependent still there (a gone job's
+    -- kept edges to a gone job tell no one anything: the sequence's next enqueue reads only
+    -- edges to jobs that are there, composition.sql's waited_for)
+    DELETE FROM :"schema".pqjobs_dependency d
+    WHERE d.depends_on_id = ANY(gone)
+      AND NOT EXISTS (SELECT 1 FROM :"schema".pqjobs_job j WHERE j.id = d.job_id);
+    RETURN cardinality(gone);
+END
+$$;
+
 -- Drop the history partitions of one status whose span ends by p_before: the jobs, their
--- attempts, and then the steps, signals and dependency edges of those jobs (looked up
--- within the partition's range of ids). Detaching takes a short exclusive lock on the
+-- attempts, and then what else the jobs leave behind (pqjobs_job_forget, ten thousand ids
+-- at a time, read from the partition once it is detached). Detaching takes a short exclusive lock on the
 -- parent: lock_timeout bounds how long the queue may wait behind it (the caller's next
 -- turn tries again).
 CREATE OR REPLACE FUNCTION :"schema".pqjobs_history_drop(p_status text, p_before date)
@@ -187,8 +246,7 @@ SET lock_timeout = '500ms'
 AS $$
 DECLARE
     part record;
-    lowest bigint;
-    highest bigint;
+    ids bigint[];
     held bigint;
     dropped bigint := 0;
 BEGIN
@@ -212,8 +270,6 @@ BEGIN
               + substring(c.relname from '_([0-9]+)$')::integer <= p_before
         ORDER BY c.relname
     LOOP
-        EXECUTE format('SELECT min(id), max(id), count(*) FROM :"schema".%I', part.job_part)
-            INTO lowest, highest, held;
         EXECUTE format('ALTER TABLE :"schema".pqjobs_job DETACH PARTITION :"schema".%I',
                        part.job_part);
         -- only our partition of that name (a table another role made in its place stays)
@@ -223,25 +279,14 @@ BEGIN
         THEN
             EXECUTE format('DROP TABLE :"schema".%I', part.attempt_part);
         END IF;
-        IF lowest IS NOT NULL THEN
-            EXECUTE format(
-                'DELETE FROM :"schema".pqjobs_step s WHERE s.job_id BETWEEN $1 AND $2 '
-                'AND EXISTS (SELECT 1 FROM :"schema".%I j WHERE j.id = s.job_id)',
-                part.job_part) USING lowest, highest;
-            EXECUTE format(
-                'DELETE FROM :"schema".pqjobs_signal s WHERE s.job_id BETWEEN $1 AND $2 '
-                'AND EXISTS (SELECT 1 FROM :"schema".%I j WHERE j.id = s.job_id)',
-                part.job_part) USING lowest, highest;
-            EXECUTE format(
-                'DELETE FROM :"schema".pqjobs_dependency d WHERE d.job_id BETWEEN $1 AND $2 '
-                'AND EXISTS (SELECT 1 FROM :"schema".%I j WHERE j.id = d.job_id)',
-                part.job_part) USING lowest, highest;
-            EXECUTE format(
-                'DELETE FROM :"schema".pqjobs_dependency d '
-                'WHERE d.depends_on_id BETWEEN $1 AND $2 '
-                'AND EXISTS (SELECT 1 FROM :"schema".%I j WHERE j.id = d.depends_on_id)',
-                part.job_part) USING lowest, highest;
-        END IF;
+        held := 0;
+        FOR ids IN EXECUTE format(
+            'SELECT array_agg(id) FROM (SELECT id, (row_number() OVER (ORDER BY id) - 1) / 10000 '
+            'AS chunk FROM :"schema".%I) t GROUP BY chunk', part.job_part)
+        LOOP
+            held := held + cardinality(ids);
+            PERFORM :"schema".pqjobs_job_forget(ids);
+        END LOOP;
         dropped := dropped + held;
         EXECUTE format('DROP TABLE :"schema".%I', part.job_part);
     END LOOP;
@@ -297,6 +342,7 @@ AS $$
 DECLARE
     back integer;
 BEGIN
+    -- all shelves: shelved jobs and their attempts back to the hot shelf
     WITH jobs AS (
         UPDATE :"schema".pqjobs_job SET shelf = 'hot'
         WHERE id = ANY(p_ids) AND status = ANY(p_statuses) AND shelf <> 'hot'

@@ -14,6 +14,8 @@
 --   pqjobs_history_drop,                    maintenance makes, fills and drops)
 --   pqjobs_history_shelve
 --   pqjobs_history_unshelve                 roles that retry jobs (and the admin's Skip)
+--   pqjobs_job_forget                       roles that delete jobs (the admin's delete, the
+--                                           worker's prune): what gone jobs leave behind
 -- The others are internal, callable by no client role: trigger functions fire without
 -- EXECUTE (and without it no role can attach them to a table of its own), and the
 -- settling and batch functions call each other with the owner's rights.
@@ -77,6 +79,7 @@ REVOKE ALL ON FUNCTION :"schema".pqjobs_history_prepare(text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_history_drop(text, date) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_history_shelve(bigint[], text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_history_unshelve(bigint[], text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION :"schema".pqjobs_job_forget(bigint[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_record_step(
     bigint, text, integer, text, text, jsonb, boolean, double precision, boolean
 ) FROM PUBLIC;
