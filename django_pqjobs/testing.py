@@ -198,7 +198,7 @@ def _make_delayed_due(alias: str, queues: Sequence[str] | None) -> None:
     parked = list(sleeping.values_list("job_id", flat=True))
     if parked:
         sleeping.update(wake_at=Now())
-        Job.objects.using(alias).filter(id__in=parked).update(run_after=Now())
+        Job.objects.using(alias).hot().filter(id__in=parked).update(run_after=Now())
 
 
 _CLAIM_SETTINGS = ("enable_bitmapscan", "enable_seqscan", "synchronous_commit")

@@ -202,3 +202,40 @@ def test_forget_strips_no_job_that_is_still_there():
         assert cursor.fetchone()[0] == 0
     assert left(ids)["attempts"] == 1 and left(ids)["steps"] == 1
     assert len(left(ids)["edges"]) == 2
+
+
+@pytest.mark.slow
+def test_migration_0037_up_and_down(empty_database):
+    """0037 adds pqjobs_job_forget (granted to the roles that may delete jobs) and the
+    callers that use it; taken back, the three cascades of 0035 return and it is gone."""
+    from tests.integration.test_upgrade_statistics import _connect, _migrate
+
+    role = f"forget_{empty_database[-8:]}"
+    _migrate(empty_database, "0035")
+    with _connect(empty_database) as db:
+        db.execute(f"DROP ROLE IF EXISTS {role}")
+        db.execute(f"CREATE ROLE {role} NOLOGIN")
+        db.execute(f"GRANT DELETE ON pqjobs_job TO {role}")
+    try:
+        _migrate(empty_database)
+        with _connect(empty_database) as db:
+            assert db.execute(
+                "SELECT has_function_privilege(%s, 'pqjobs_job_forget(bigint[])', 'EXECUTE'), "
+                "has_function_privilege('public', 'pqjobs_job_forget(bigint[])', 'EXECUTE'), "
+                "pg_get_functiondef('pqjobs_history_drop(text, date)'::regprocedure) "
+                "LIKE '%%pqjobs_job_forget%%'",
+                [role],
+            ).fetchone() == (True, False, True)
+        _migrate(empty_database, "0035")
+        with _connect(empty_database) as db:
+            assert db.execute(
+                "SELECT to_regprocedure('pqjobs_job_forget(bigint[])') IS NULL, "
+                "pg_get_functiondef('pqjobs_history_drop(text, date)'::regprocedure) "
+                "LIKE '%%pqjobs_job_forget%%', "
+                "pg_get_functiondef('pqjobs_settle()'::regprocedure) LIKE '%%forget%%'"
+            ).fetchone() == (True, False, False)
+        _migrate(empty_database)
+    finally:
+        with _connect(empty_database) as db:
+            db.execute(f"DROP OWNED BY {role}")
+            db.execute(f"DROP ROLE {role}")
