@@ -211,6 +211,51 @@ BEGIN
 END
 $$;
 
+-- A batch finished: count the finish and enqueue its callbacks (each a prepared job in
+-- pqjobs_batch.callbacks). Called with the batch row locked, by the functions here only.
+CREATE OR REPLACE FUNCTION :"schema".pqjobs_batch_finished(p_batch bigint) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    b :"schema".pqjobs_batch%ROWTYPE;
+    kind text;
+    spec jsonb;
+    queues text[] := '{}';
+BEGIN
+    UPDATE :"schema".pqjobs_batch SET finished_at = now(), finishes = finishes + 1
+    WHERE id = p_batch RETURNING * INTO b;
+    FOREACH kind IN ARRAY ARRAY['success', 'failure', 'finish'] LOOP
+        CONTINUE WHEN kind = 'success' AND (b.failed > 0 OR b.cancelled > 0);
+        CONTINUE WHEN kind = 'failure' AND b.failed = 0;
+        spec := b.callbacks -> kind;
+        CONTINUE WHEN spec IS NULL;
+        INSERT INTO :"schema".pqjobs_job (
+            job_type, queue, payload, status, priority, attempts, max_attempts, run_after,
+            timeout_seconds, last_error, error_type, created_at, updated_at, callback_of_id,
+            payload_version
+        ) VALUES (
+            spec ->> 'job_type', spec ->> 'queue', spec -> 'payload', 'ready',
+            (spec ->> 'priority')::integer, 0, (spec ->> 'max_attempts')::integer, now(),
+            (spec ->> 'timeout')::double precision, '', '', now(), now(), p_batch,
+            (spec ->> 'payload_version')::smallint
+        );
+        queues := queues || (spec ->> 'queue');
+    END LOOP;
+    IF cardinality(queues) > 0 AND :"schema".pqjobs_anyone_listens() THEN
+        PERFORM pg_notify('pqjobs', q) FROM (SELECT DISTINCT unnest(queues) AS q) u;
+    END IF;
+END
+$$;
+
+-- Callbacks stored since name their timeout as the job row does (timeout_seconds).
+UPDATE :"schema".pqjobs_batch SET callbacks = (
+    SELECT jsonb_object_agg(e.kind, CASE WHEN e.spec ? 'timeout_seconds'
+        THEN (e.spec - 'timeout_seconds') || jsonb_build_object('timeout', e.spec -> 'timeout_seconds')
+        ELSE e.spec END)
+    FROM jsonb_each(callbacks) AS e(kind, spec))
+WHERE callbacks::text LIKE '%timeout_seconds%';
+
 DROP FUNCTION :"schema".pqjobs_enqueue(:"schema".pqjobs_job_spec);
 DROP FUNCTION :"schema".pqjobs_job(jsonb);
 DROP TYPE :"schema".pqjobs_job_spec;

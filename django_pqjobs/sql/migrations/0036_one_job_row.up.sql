@@ -3,7 +3,7 @@
 -- (enqueue_job sends its spec as JSON in one argument, in place of four statement variants
 -- of up to 24 arguments). SQL callers write the spec as JSON through pqjobs_job(jsonb),
 -- which refuses a field the type does not have. The positional pqjobs_enqueue(...) stays,
--- deprecated, as a wrapper of the new one.
+-- deprecated, as a wrapper of the new one. A finished batch's callbacks go in through it too.
 
 -- The job row an enqueue inserts, declared once: every insert of a new job goes through
 -- pqjobs_enqueue(pqjobs_job_spec) (enqueue_job, batch callbacks, SQL callers). Its fields
@@ -319,6 +319,41 @@ BEGIN
         p_rate_period, p_unique_for, p_unique_states, p_expires_at, p_expires_in,
         p_payload_version, p_fair_key, NULL
     ):::"schema".pqjobs_job_spec);
+END
+$$;
+
+-- A batch finished: count the finish and enqueue its callbacks (each a job row in
+-- pqjobs_batch.callbacks, enqueued through pqjobs_enqueue, sql/schema/enqueue.sql). Called
+-- with the batch row locked, by the functions here only.
+CREATE OR REPLACE FUNCTION :"schema".pqjobs_batch_finished(p_batch bigint) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    b :"schema".pqjobs_batch%ROWTYPE;
+    kind text;
+    spec jsonb;
+    queues text[] := '{}';
+BEGIN
+    UPDATE :"schema".pqjobs_batch SET finished_at = now(), finishes = finishes + 1
+    WHERE id = p_batch RETURNING * INTO b;
+    FOREACH kind IN ARRAY ARRAY['success', 'failure', 'finish'] LOOP
+        CONTINUE WHEN kind = 'success' AND (b.failed > 0 OR b.cancelled > 0);
+        CONTINUE WHEN kind = 'failure' AND b.failed = 0;
+        spec := b.callbacks -> kind;
+        CONTINUE WHEN spec IS NULL;
+        -- The callback is a job row (pqjobs_job_spec) batch() stored; one stored before
+        -- migration 0036 names its timeout "timeout".
+        IF spec ? 'timeout' THEN
+            spec := (spec - 'timeout') || jsonb_build_object('timeout_seconds', spec -> 'timeout');
+        END IF;
+        PERFORM :"schema".pqjobs_enqueue(jsonb_populate_record(NULL:::"schema".pqjobs_job_spec,
+            spec || jsonb_build_object('callback_of_id', p_batch)));
+        queues := queues || (spec ->> 'queue');
+    END LOOP;
+    IF cardinality(queues) > 0 AND :"schema".pqjobs_anyone_listens() THEN
+        PERFORM pg_notify('pqjobs', q) FROM (SELECT DISTINCT unnest(queues) AS q) u;
+    END IF;
 END
 $$;
 
