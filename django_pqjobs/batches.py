@@ -53,12 +53,14 @@ def _callback(kind: str, callback: Any, payload: Any, batch_id: int) -> dict[str
         job = _task_callback(callback, payload, batch_id, where)
     else:
         raise InvalidJobOption(f"{where} must be a job type name or a task, got {callback!r:.120}")
+    # the fields of the job row (pqjobs_job_spec, sql/schema/enqueue.sql) the callback job
+    # is enqueued with, by pqjobs_batch_finished (sql/schema/composition.sql)
     return {
         "job_type": job.job_type,
         "queue": job.queue,
         "priority": job.priority,
         "max_attempts": job.max_attempts,
-        "timeout": job.timeout,
+        "timeout_seconds": job.timeout,
         "payload": json.loads(job.payload_json),
         "payload_version": job.payload_version,
     }

@@ -19,8 +19,9 @@ from .sql import queries
 QUERIES = queries("schema")
 
 APP_LABEL = "django_pqjobs"
-# SQLSTATEs of a statement naming a function, table or column the database does not have.
-_MISSING_OBJECT = {"42883", "42P01", "42703"}
+# SQLSTATEs of a statement naming a function, table, column or type (the job row,
+# pqjobs_job_spec) the database does not have.
+_MISSING_OBJECT = {"42883", "42P01", "42703", "42704"}
 
 
 def require_postgresql(alias: str) -> None:

@@ -12,7 +12,8 @@ with :func:`declare`, so a value is judged by one reader (``OPTIONS``) wherever 
 and then checks the rules between options with :func:`check_rules`, written once here. A job
 that gives no value gets its type's, else the ``PQJOBS`` setting's (:func:`default`). The
 database holds jobs enqueued from SQL to the same rules (``sql/schema/enqueue.sql``; the
-argument of ``pqjobs_enqueue`` each option is stored through is its ``Option.sql``).
+field of ``pqjobs_job_spec``, the row ``pqjobs_enqueue`` takes, each option is stored
+through is its ``Option.sql``).
 
 To add a job option: give it its type in the TypedDict of each place that takes it, its
 reader in ``OPTIONS`` (and its rules in :func:`check_rules`), and read it where it acts.
@@ -236,8 +237,8 @@ class Option:
     read: Reader
     setting: str | None = None  # the PQJOBS key that applies when no place gives a value
     read_at: tuple[tuple[Place, Reader], ...] = ()
-    # The argument of pqjobs_enqueue() (sql/schema/enqueue.sql, without its p_) a job's read
-    # value goes in through; None: Python applies it (a type's declaration read by the
+    # The field of pqjobs_job_spec (the job pqjobs_enqueue() takes, sql/schema/enqueue.sql)
+    # a job's read value goes in through; None: Python applies it (a type's declaration read by the
     # worker, a key derived, a duplicate answered, rows beside the job's).
     sql: str | None = None
 
@@ -313,8 +314,9 @@ OPTIONS: dict[str, Option] = {
     )
 }
 
-# The arguments of pqjobs_enqueue() no option gives: the job itself, and what Python derives
-# for it (its type's flow control and payload version, its parent, its schedule, tracing).
+# The fields of pqjobs_job_spec (what pqjobs_enqueue() takes) no option gives: the job
+# itself, and what Python derives for it (its type's flow control and payload version, its
+# parent, its schedule, tracing), or a finished batch's callback (the batch it belongs to).
 SQL_DERIVED = frozenset(
     {
         "job_type",
@@ -328,6 +330,7 @@ SQL_DERIVED = frozenset(
         "rate_limit",
         "rate_period",
         "payload_version",
+        "callback_of_id",
     }
 )
 

@@ -136,8 +136,9 @@ def _floor_round(count: int) -> tuple[list[float], list[dict]]:
 # What the worker's path sends: pqjobs_enqueue() as enqueue_job() calls it, for a job of no
 # key, deadline or version, and the worker's claim of up to 4 (its concurrency)
 WORKER_ENQUEUE = (
-    "SELECT pqjobs_enqueue('tests.started_at', 'default', '{}'::jsonb, 0, 1, NULL, 0, NULL, "
-    "NULL, NULL, NULL, 'pqjobs')"
+    "SELECT pqjobs_enqueue(jsonb_populate_record(NULL::pqjobs_job_spec, "
+    '\'{"payload": {}, "job_type": "tests.started_at", "queue": "default", "priority": 0, '
+    '"max_attempts": 1, "notify_channel": "pqjobs"}\'))'
 )
 WORKER_CLAIM = "SELECT * FROM pqjobs_claim('latency-cpu', 4, NULL, NULL, NULL)"
 CPU_JOBS = 1000

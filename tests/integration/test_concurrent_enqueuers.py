@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from django.db import OperationalError, connection, connections, transaction
 
-from django_pqjobs import DuplicateJob, enqueue, enqueue_batch, enqueue_job, enqueue_many, get_batch
+from django_pqjobs import DuplicateJob, enqueue_batch, enqueue_job, enqueue_many, get_batch
+from django_pqjobs.enqueue import insertion
 from django_pqjobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -239,5 +240,5 @@ def test_a_victim_gives_up_after_its_last_try(deadlocks):
     inserts = deadlocks(100)
     with pytest.raises(OperationalError, match="deadlock"):
         enqueue_many("t", [{}] * 2, dedupe_keys=["a", "b"])
-    assert inserts() == enqueue._DEADLOCK_TRIES
+    assert inserts() == insertion._DEADLOCK_TRIES
     assert not Job.objects.exists()

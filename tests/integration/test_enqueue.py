@@ -408,7 +408,7 @@ def test_enqueue_works_with_server_side_binding_cursors():
 def test_enqueue_function_migration_reverses_and_reapplies():
     def function_exists() -> bool:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT to_regproc('pqjobs_enqueue') IS NOT NULL")
+            cursor.execute("SELECT EXISTS (SELECT FROM pg_proc WHERE proname = 'pqjobs_enqueue')")
             return bool(cursor.fetchone()[0])
 
     assert function_exists()

@@ -7,17 +7,18 @@ declared options' and the ones Python derives."""
 from __future__ import annotations
 
 import inspect
+import json
 import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import DataError, connection
 from django.utils import timezone
 
 from django_pqjobs import (
@@ -267,29 +268,19 @@ def test_a_misspelt_option_is_refused_by_name_at_every_entry_point(declared_type
 
 
 def _enqueue_arguments() -> set[str]:
-    """pqjobs_enqueue's arguments, without their p_: a composite one's fields stand for it."""
+    """The fields of the one row pqjobs_enqueue takes (pqjobs_job_spec)."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            SELECT a.name, t.typrelid
+            SELECT a.attname
             FROM pg_proc p
-            CROSS JOIN LATERAL unnest(p.proargnames, p.proargtypes::oid[]) AS a(name, type)
-            JOIN pg_type t ON t.oid = a.type
-            WHERE p.proname = 'pqjobs_enqueue' AND p.pronamespace = current_schema()::regnamespace
+            JOIN pg_type t ON t.oid = p.proargtypes[0]
+            JOIN pg_attribute a ON a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped
+            WHERE p.proname = 'pqjobs_enqueue' AND p.pronargs = 1
+              AND p.pronamespace = current_schema()::regnamespace
             """
         )
-        found: set[str] = set()
-        for name, relation in cursor.fetchall():
-            if relation:
-                cursor.execute(
-                    "SELECT attname FROM pg_attribute WHERE attrelid = %s AND attnum > 0 "
-                    "AND NOT attisdropped",
-                    [relation],
-                )
-                found |= {row[0] for row in cursor.fetchall()}
-            else:
-                found.add(name.removeprefix("p_"))
-    return found
+        return {row[0] for row in cursor.fetchall()}
 
 
 def test_pqjobs_enqueue_takes_the_declared_options_and_what_python_derives():
@@ -299,46 +290,52 @@ def test_pqjobs_enqueue_takes_the_declared_options_and_what_python_derives():
     assert arguments == stored | specification.SQL_DERIVED
 
 
+def test_enqueue_job_sends_only_fields_the_job_row_has():
+    """Python writes the spec by the fields' names: every name it can write is a field."""
+    from django_pqjobs.enqueue import job_spec, prepare
+
+    job = prepare(
+        "t",
+        {},
+        run_after=LATER,
+        timeout=5,
+        dedupe_key="k",
+        unique_for=60,
+        unique_states="done",
+        expires_in=3600,
+        fair_key="f",
+    )
+    sent = set(json.loads(job_spec(job, '{"t": 1}', "pqjobs")))
+    assert sent <= _enqueue_arguments()
+    assert {"run_at", "timeout_seconds", "unique_for", "expires_in", "fair_key"} <= sent
+
+
 @pytest.mark.parametrize("name", [o.name for o in OPTIONS.values() if o.sql is not None])
 def test_pqjobs_enqueue_stores_every_option_it_takes(name):
-    """An SQL caller gives the read value (seconds, a mask) through the option's argument."""
+    """An SQL caller gives the read value (seconds, a mask) through the option's field."""
     option = OPTIONS[name]
     value = option.read(CASES[name].value, name)
     # what the database requires beside it (Python derives these)
-    extra = ", p_concurrency_limit => 1" if name == "concurrency_key" else ""
-    base = {
-        "queue": "default",
-        "priority": 0,
-        "max_attempts": 3,
-        "run_at": None,
-        "delay_seconds": 0.0,
-        "timeout_seconds": None,
-        "dedupe_key": None,
-        "parent_id": None,
-        "schedule_id": None,
-        "notify_channel": None,
-    }
+    spec: dict[str, Any] = {"job_type": TYPE, "queue": "default", "max_attempts": 3}
+    if name == "concurrency_key":
+        spec["concurrency_limit"] = 1
     if name in ("unique_for", "unique_states"):
-        base["dedupe_key"] = "k"  # a unique job holds a key
-    params = {**base, option.sql: value}
+        spec["dedupe_key"] = "k"  # a unique job holds a key
+    spec[option.sql] = value.isoformat() if isinstance(value, datetime) else value
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT a.name, format_type(a.type, NULL) FROM pg_proc p "
-            "CROSS JOIN LATERAL unnest(p.proargnames, p.proargtypes::oid[]) AS a(name, type) "
-            "WHERE p.proname = 'pqjobs_enqueue'"
-        )
-        types = dict(cursor.fetchall())
-    named = ", ".join(f"p_{arg} => %({arg})s::{types[f'p_{arg}']}" for arg in params)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT pqjobs_enqueue(p_job_type => %(job_type)s, p_payload => '{{}}'::jsonb, "
-            f"{named}{extra})",
-            {"job_type": TYPE, **params},
-        )
+        cursor.execute("SELECT pqjobs_enqueue(pqjobs_job(%s::jsonb))", [json.dumps(spec)])
         (job_id,) = cursor.fetchone()
     proof = CASES[name].row
     assert proof is not None
     assert proof(Job.objects.get(pk=job_id)), name
+
+
+def test_pqjobs_job_refuses_a_field_the_job_row_lacks():
+    with connection.cursor() as cursor, pytest.raises(DataError, match=r"unknown field.*'queu'"):
+        cursor.execute(
+            "SELECT pqjobs_job(%s::jsonb)",
+            ['{"job_type": "t", "queu": "default", "max_attempts": 1}'],
+        )
 
 
 def test_mypy_refuses_a_misspelt_option_in_typed_code(tmp_path):

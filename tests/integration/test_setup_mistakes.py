@@ -35,7 +35,7 @@ from tests.helpers import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ENQUEUE_FUNCTION = "pqjobs_enqueue"  # one function of that name: no argument list needed
+ENQUEUE_FUNCTION = "pqjobs_enqueue(pqjobs_job_spec)"  # the one enqueue_job calls
 
 
 # --- forgetting migrate ---------------------------------------------------------------------
@@ -160,8 +160,8 @@ def test_a_project_that_forgot_migrate_is_told_so_by_run_jobs_and_enqueue(empty_
     last = shell.stderr.strip().splitlines()[-1]
     assert last.startswith(
         "django_pqjobs.errors.DatabaseNotReady: the job tables of database 'default' are "
-        "missing or out of date: run `manage.py migrate` (PostgreSQL said: function "
-        "pqjobs_enqueue("
+        "missing or out of date: run `manage.py migrate` (PostgreSQL said: type "
+        '"pqjobs_job_spec" does not exist'
     )
     assert "ProgrammingError" not in shell.stderr
     assert "ready_database" not in shell.stderr and "_insert_plain" not in shell.stderr

@@ -95,9 +95,9 @@ def test_without_notify_the_idle_worker_does_not_see_the_job_until_its_poll(
     """The control: what wakes the worker in the tests above is the NOTIFY."""
     _idle_worker(worker_factory)
     silent = _for_tests(documented_sql(DOC, "sql-enqueue")).replace(
-        "p_notify_channel  => 'pqjobs'", "p_notify_channel  => NULL"
+        "'notify_channel', 'pqjobs'", "'notify_channel', NULL"
     )
-    assert "=> NULL" in silent.split("p_notify_channel")[1]
+    assert "'notify_channel', NULL" in silent
     job_id, _ = _enqueued_at(sql_client, silent)
     time.sleep(2)
     assert Job.objects.get(pk=job_id).status == "ready"

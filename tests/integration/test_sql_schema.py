@@ -118,7 +118,7 @@ def test_the_schema_files_name_every_function_and_trigger(migrated: Migrated):
         functions
     )
     assert {name.split()[1] for name in names if name.startswith("trigger")} == triggers
-    assert len(functions) == 23 and len(triggers) == 14
+    assert len(functions) == 24 and len(triggers) == 14
 
 
 def test_every_object_of_ours_is_named_with_its_schema():

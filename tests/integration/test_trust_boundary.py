@@ -293,7 +293,7 @@ def test_every_function_pins_its_search_path_and_is_closed_to_public(target):
             "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
             "AND p.proname LIKE 'pqjobs%' ORDER BY 1"
         ).fetchall()
-    assert len(functions) == 23
+    assert len(functions) == 25  # pqjobs_enqueue twice: the positional form, deprecated
     for name, definer, config, public, owner in functions:
         assert "search_path=pg_catalog, pg_temp" in (config or []), (name, config)
         assert not public, f"{name}: EXECUTE for PUBLIC"

@@ -107,8 +107,9 @@ REFERENCING OLD TABLE AS pqjobs_old
 FOR EACH STATEMENT
 EXECUTE FUNCTION :"schema".pqjobs_note_changes();
 
--- A batch finished: count the finish and enqueue its callbacks (each a prepared job in
--- pqjobs_batch.callbacks). Called with the batch row locked, by the functions here only.
+-- A batch finished: count the finish and enqueue its callbacks (each a job row in
+-- pqjobs_batch.callbacks, enqueued through pqjobs_enqueue, sql/schema/enqueue.sql). Called
+-- with the batch row locked, by the functions here only.
 CREATE OR REPLACE FUNCTION :"schema".pqjobs_batch_finished(p_batch bigint) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -126,16 +127,13 @@ BEGIN
         CONTINUE WHEN kind = 'failure' AND b.failed = 0;
         spec := b.callbacks -> kind;
         CONTINUE WHEN spec IS NULL;
-        INSERT INTO :"schema".pqjobs_job (
-            job_type, queue, payload, status, priority, attempts, max_attempts, run_after,
-            timeout_seconds, last_error, error_type, created_at, updated_at, callback_of_id,
-            payload_version
-        ) VALUES (
-            spec ->> 'job_type', spec ->> 'queue', spec -> 'payload', 'ready',
-            (spec ->> 'priority')::integer, 0, (spec ->> 'max_attempts')::integer, now(),
-            (spec ->> 'timeout')::double precision, '', '', now(), now(), p_batch,
-            (spec ->> 'payload_version')::smallint
-        );
+        -- The callback is a job row (pqjobs_job_spec) batch() stored; one stored before
+        -- migration 0036 names its timeout "timeout".
+        IF spec ? 'timeout' THEN
+            spec := (spec - 'timeout') || jsonb_build_object('timeout_seconds', spec -> 'timeout');
+        END IF;
+        PERFORM :"schema".pqjobs_enqueue(jsonb_populate_record(NULL:::"schema".pqjobs_job_spec,
+            spec || jsonb_build_object('callback_of_id', p_batch)));
         queues := queues || (spec ->> 'queue');
     END LOOP;
     IF cardinality(queues) > 0 AND :"schema".pqjobs_anyone_listens() THEN

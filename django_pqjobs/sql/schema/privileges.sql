@@ -3,8 +3,10 @@
 -- PostgreSQL grants EXECUTE on every new function to PUBLIC: taken back here from all of
 -- ours. A deployment grants the public SQL API to its own roles (docs/guides/reliability.md,
 -- "The trust boundary"):
---   pqjobs_enqueue, pqjobs_anyone_listens   roles that enqueue, retry or run jobs now
---                                           (with SELECT on pqjobs_protected_type)
+--   pqjobs_enqueue, pqjobs_job,             roles that enqueue, retry or run jobs now
+--   pqjobs_anyone_listens                   (with SELECT on pqjobs_protected_type; the
+--                                           positional pqjobs_enqueue calls the one that
+--                                           takes a pqjobs_job_spec)
 --   pqjobs_fair_start                       the same roles (enqueue_many asks it for the
 --                                           turns of fair keys)
 --   pqjobs_claim, pqjobs_complete           the worker role
@@ -70,6 +72,8 @@ REVOKE ALL ON FUNCTION :"schema".pqjobs_enqueue(
     text, bigint, bigint, text, jsonb, text, integer, text, integer, double precision,
     double precision, smallint, timestamptz, double precision, smallint, text
 ) FROM PUBLIC;
+REVOKE ALL ON FUNCTION :"schema".pqjobs_enqueue(:"schema".pqjobs_job_spec) FROM PUBLIC;
+REVOKE ALL ON FUNCTION :"schema".pqjobs_job(jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_anyone_listens() FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_fair_start(text[], integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION :"schema".pqjobs_claim(text, integer, text[], integer, integer) FROM PUBLIC;

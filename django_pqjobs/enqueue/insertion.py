@@ -1,52 +1,41 @@
-"""Putting jobs in the table: ``enqueue_job``, ``enqueue_on_commit``, ``enqueue_many``.
-
-Payloads are validated and serialised here, before anything touches the database, so a bad
-payload is refused at enqueue time with an error that names the job type, never at run time.
-So is a job type no handler is registered for (unless ``ALLOW_UNKNOWN_JOB_TYPES``), a
-database that is not PostgreSQL, and job tables that ``migrate`` has not created.
+"""Inserting prepared jobs (``preparation.py``): ``enqueue_job``, ``enqueue_on_commit``,
+``enqueue_many``, and ``insert`` for the other entry points (batches, workflows, the Tasks
+backend, the scheduler). One job goes in through ``pqjobs_enqueue(pqjobs_job_spec)``
+(sql/schema/enqueue.sql) as one JSON row; many through one bulk INSERT; every statement is
+in sql/queries/enqueue.sql. A duplicate is answered here by its dedupe strategy, a deadlock's
+victim tried again, and a database that is not ready named.
 """
 
 from __future__ import annotations
 
-import difflib
+import json
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
-from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any, NamedTuple, TypeVar, Unpack
 
 from django.db import DatabaseError, OperationalError, connections, transaction
-from django.utils import timezone
 
-from . import (
-    composition,
-    endings,
-    options,
-    protection,
-    schema,
-    signals,
-    specification,
-    tracing,
-    transitions,
+from .. import composition, endings, options, schema, signals, specification, tracing, transitions
+from ..conf import conf
+from ..errors import DatabaseNotReady, DuplicateJob, InvalidJobOption, QueueFull
+from ..keys import payload_key
+from ..notify import channel, notify_queues
+from ..registry import registry
+from ..specification import EnqueueOptions, ManyOptions
+from ..sql import held_by_key, queries
+from .preparation import (
+    NO_FLOW,
+    Flow,
+    PreparedJob,
+    fair_key_of,
+    flow_of,
+    prepare,
+    serialize_payload,
+    stored_payload,
 )
-from .conf import conf
-from .errors import DatabaseNotReady, DuplicateJob, InvalidJobOption, QueueFull, UnknownJobType
-from .keys import KeyTemplate, derive_key, payload_key
-from .notify import channel, notify_queues
-from .options import UNIQUE_STATE_BITS, Dedupe, WaitingFull
-from .registry import JobType, registry
-from .serialization import to_json
-
-# The options' TypedDicts are declared with their readers; their names here are kept for the
-# code that imported them from this module.
-from .specification import EnqueueOptions as EnqueueOptions
-from .specification import JobOptions as JobOptions
-from .specification import ManyOptions as ManyOptions
-from .sql import held_by_key
-from .statuses import DependencyPolicy
 
 _DEDUPE_RETRIES = 20
 # A deadlock's victim tries again this many times in all, after a pause of up to
@@ -54,292 +43,17 @@ _DEDUPE_RETRIES = 20
 _DEADLOCK_TRIES = 5
 _DEADLOCK_PAUSE = 0.05
 _DEADLOCK_DETECTED = "40P01"
-DEBOUNCE_KEY = "debounce"  # the key of a debounced job given none and no unique_by
-ALL_FINISHED = sum(UNIQUE_STATE_BITS.values())
-
-
-@dataclass(frozen=True)
-class Flow:
-    """The flow-control columns of one job (see flow control in ``@job``)."""
-
-    concurrency_key: str | None = None
-    concurrency_limit: int | None = None
-    rate_key: str | None = None
-    rate_limit: int | None = None
-    rate_period: float | None = None
-    max_waiting: int | None = None
-    when_waiting_full: WaitingFull = "refuse"
-
-
-NO_FLOW = Flow()
-
-
-@dataclass(frozen=True)
-class PreparedJob:
-    """A validated job, ready to insert. Built by :func:`prepare`."""
-
-    job_type: str
-    payload_json: str
-    queue: str
-    priority: int
-    max_attempts: int
-    timeout: float | None
-    run_at: datetime | None
-    delay: float
-    dedupe_key: str | None
-    dedupe: Dedupe
-    unique_for: float | None = None  # seconds: the key is held for that window
-    unique_states: int = 0  # the finished statuses that hold the key (options.UNIQUE_STATE_BITS)
-    unique_by: str | tuple[str, ...] | None = None  # a unique job's key comes from this
-    debounce: float | None = None  # seconds a duplicate pushes the pending job back
-    debounce_max: float | None = None  # ... but never past this long after it was enqueued
-    expires_in: float | None = None  # seconds after it is due: no attempt starts later
-    deadline: datetime | None = None  # ... or this moment
-    sequence_key: str | None = None  # runs after the job enqueued before it with this key
-    sequence_on_failure: str = "halt"  # ... and on a failure of that one: halt or continue
-    payload_version: int | None = None  # the type's payload shape, when past 1
-    fair_key: str | None = None  # workers share out jobs by this key (sql/schema/fairness.sql)
-    parent_id: int | None = None
-    schedule_id: int | None = None
-    flow: Flow = NO_FLOW
-    depends_on: tuple[int, ...] = ()
-    on_dependency_failure: DependencyPolicy = "cancel"
-
-
-def key_of(
-    given: str | None, template: KeyTemplate | None, payload: Any, where: str, option: str
-) -> str | None:
-    """A job's ``option`` key (``sequence``, ``fair_key``): the one ``given`` for it, else
-    the one its type's ``template`` derives from its payload, else None."""
-    if given is not None or template is None:
-        return given
-    return derive_key(template, payload, f"{where} {option}")
-
-
-def fair_key_of(
-    given: str | None, known: JobType | None, queue: str, payload: Any, where: str
-) -> str | None:
-    """A job's fair key: the one given for it, else the one its type's ``fair_key`` derives
-    from its payload, else the one its queue's (``PQJOBS['FAIR_QUEUES']``) does, else None."""
-    declared = known.fair_key if known is not None else None
-    if given is not None or declared is not None:
-        return key_of(given, declared, payload, where, "fair_key")
-    template = conf.FAIR_QUEUES.get(queue)
-    if template is None:
-        return None
-    return derive_key(template, payload, f"{where}: PQJOBS['FAIR_QUEUES'][{queue!r}]")
-
-
-def flow_of(
-    job_type: str, known: JobType | None, queue: str, payload: Any, key: str | None
-) -> Flow:
-    """The job's concurrency key and limit and its rate bucket, from its type's declaration
-    (``@job(concurrency=..., rate=...)``), ``PQJOBS['QUEUE_RATES']`` and ``key``."""
-    where = f"job type {job_type!r}"
-    concurrency = known.concurrency if known else None
-    if concurrency is not None and key is None:
-        template = known.concurrency_key if known else None
-        key = (
-            job_type
-            if template is None
-            else derive_key(template, payload, f"{where} concurrency_key")
-        )
-    rate = known.rate if known else None
-    rate_key = None
-    if rate is not None:
-        template = known.rate_key if known else None
-        rate_key = (
-            f"type:{job_type}"
-            if template is None
-            else derive_key(template, payload, f"{where} rate_key")
-        )
-    else:
-        rate = conf.QUEUE_RATES.get(queue)
-        rate_key = None if rate is None else f"queue:{queue}"
-    if key is None and rate is None:
-        return NO_FLOW
-    return Flow(
-        concurrency_key=key,
-        concurrency_limit=concurrency if key is not None else None,
-        rate_key=rate_key,
-        rate_limit=None if rate is None else rate.allowance,
-        rate_period=None if rate is None else rate.period,
-        max_waiting=known.max_waiting if known and key is not None else None,
-        when_waiting_full=known.when_waiting_full if known else "refuse",
-    )
-
-
-def serialize_payload(job_type: str, payload: Any) -> str:
-    """Return the payload as JSON text, or raise :class:`PayloadError` naming the job type."""
-    return to_json(
-        {} if payload is None else payload,
-        f"payload for job type {job_type!r}",
-        conf.PAYLOAD_MAX_BYTES,
-        "PQJOBS['PAYLOAD_MAX_BYTES']",
-    )
-
-
-def prepare(
-    job_type: str,
-    payload: Any = None,
-    *,
-    parent_id: int | None = None,
-    schedule_id: int | None = None,
-    **given: Unpack[EnqueueOptions],
-) -> PreparedJob:
-    """Read the job's options (see ``specification.py``) and fill the rest from its type,
-    then ``PQJOBS``.
-
-    Everything a database would refuse is refused here, so an enqueue that passes cannot
-    fail at INSERT for its data.
-    """
-    options.job_type_name(job_type, "job_type")
-    where = f"job type {job_type!r}"
-    known = registry.resolve(job_type)
-    if known is None and not conf.ALLOW_UNKNOWN_JOB_TYPES:
-        registered = registry.names()
-        close = difflib.get_close_matches(job_type, registered, n=1)
-        raise UnknownJobType(job_type, registered, close[0] if close else None)
-    chosen = specification.declare("call", where, given)
-    specification.check_rules({**known.declared, **chosen} if known else chosen, where)
-    if known is not None and known.arguments is not None:
-        # typed arguments: an instance (or a dict of its shape), checked, as JSON
-        payload = known.arguments.to_payload(payload, job_type, known.encrypted)
-
-    def value(name: str) -> Any:
-        return chosen[name] if name in chosen else specification.default(name, known)
-
-    queue = value("queue")
-    # keys derived from the payload read it in clear, whatever is stored
-    clear_json = payload_json = serialize_payload(job_type, payload)
-    if known is not None and known.encrypted:
-        payload_json = stored_payload(known, payload, clear_json)
-    deadline = chosen.get("deadline")
-    if deadline is not None:
-        due = chosen.get("run_after") or timezone.now() + timedelta(seconds=chosen.get("delay", 0))
-        if deadline <= due:
-            raise InvalidJobOption(
-                f"{where}: deadline {deadline.isoformat()} is not after the job is due "
-                f"({due.isoformat()}): it could never start"
-            )
-    sequence = key_of(
-        chosen.get("sequence"), known.sequence if known else None, payload, where, "sequence"
-    )
-    fair_key = fair_key_of(chosen.get("fair_key"), known, queue, payload, where)
-    key = chosen.get("dedupe_key")
-    unique = [value(name) for name in specification.UNIQUENESS]
-    unique_for, unique_states, unique_by = unique
-    debounce, debounce_max = value("debounce"), value("debounce_max")
-    if any(v is not None for v in unique) or debounce is not None:
-        if unique_by is None and debounce is None:
-            unique_by = "payload"
-        if unique_for is not None and unique_states is None:
-            unique_states = ALL_FINISHED  # one job per window, whatever its status
-        if key is None:
-            # a debounced type keeps one pending job (the payload changes: it is the latest)
-            key = DEBOUNCE_KEY if unique_by is None else payload_key(clear_json, unique_by, where)
-    return PreparedJob(
-        job_type=job_type,
-        payload_json=payload_json,
-        queue=queue,
-        priority=value("priority"),
-        max_attempts=value("max_attempts"),
-        timeout=value("timeout"),
-        run_at=chosen.get("run_after"),
-        delay=chosen.get("delay", debounce or 0.0),
-        dedupe_key=key,
-        dedupe=value("dedupe"),
-        unique_for=unique_for,
-        unique_states=unique_states or 0,
-        unique_by=unique_by,
-        debounce=debounce,
-        debounce_max=debounce_max,
-        expires_in=value("expires_in"),
-        deadline=deadline,
-        sequence_key=sequence,
-        sequence_on_failure=value("sequence_on_failure"),
-        payload_version=_version(known),
-        fair_key=fair_key,
-        parent_id=parent_id,
-        schedule_id=schedule_id,
-        flow=flow_of(job_type, known, queue, payload, chosen.get("concurrency_key")),
-        depends_on=chosen.get("depends_on", ()),
-        on_dependency_failure=chosen.get("on_dependency_failure", "cancel"),
-    )
-
-
-def stored_payload(known: JobType, payload: Any, payload_json: str) -> str:
-    """The JSON text stored for a payload of an encrypted type: sealed whole, or its named
-    fields sealed (``protection.py``)."""
-    return protection.seal_value(
-        {} if payload is None else payload,
-        known.encrypted,
-        payload_json,
-        f"the payload of job type {known.name!r}",
-        known.name,
-    )
-
-
-def _version(known: JobType | None) -> int | None:
-    """The payload version a job of this type is stored with: None for 1, as the column's
-    NULL reads (so a type that never declared one writes nothing)."""
-    version = None if known is None else known.version
-    return None if version is None or version == 1 else version
-
-
-_COLUMNS = (
-    "job_type, queue, payload, status, priority, attempts, max_attempts, run_after, "
-    "timeout_seconds, dedupe_key, parent_id, schedule_id, last_error, error_type, created_at, "
-    "updated_at"
-)
-# The unique index of dedupe keys (sql/schema/uniqueness.sql): its columns (with the shelf, a
-# partitioned table's key) and predicate, and the end of the window a unique_for job is
-# enqueued in (as pqjobs_enqueue() has it).
-_HELD = held_by_key()
-_ON_CONFLICT = (
-    "ON CONFLICT (job_type, dedupe_key, (COALESCE(unique_until, 'infinity'::timestamptz)), shelf) "
-    f"WHERE {_HELD} DO NOTHING"
-)
-_WINDOW_END = "to_timestamp((floor(extract(epoch FROM now())::double precision / {p}) + 1) * {p})"
-# One job goes in through pqjobs_enqueue() (migration 0007): PL/pgSQL keeps the INSERT's
-# plan for the life of the server session, which spares the server planning it on every
-# call without client-side prepared statements (those break behind PgBouncer in
-# transaction mode). The casts state each argument's type whichever way the cursor binds
-# (literals merged client-side by default, typed parameters with server_side_binding).
-_ENQUEUE_ONE = (
-    "SELECT pqjobs_enqueue(%s, %s, %s::jsonb, %s::integer, %s::integer, %s::timestamptz, "
-    "%s::double precision, %s::double precision, %s::text, %s::bigint, %s::bigint, %s::text, "
-    "%s::jsonb)"
-)
-# The same with the flow-control columns, only for jobs that have them (migration 0009).
-_ENQUEUE_ONE_FLOW = _ENQUEUE_ONE.replace(
-    "%s::jsonb)",
-    "%s::jsonb, %s::text, %s::integer, %s::text, %s::integer, %s::double precision)",
-)
-# And with the uniqueness columns, only for unique jobs (migration 0020).
-_ENQUEUE_ONE_UNIQUE = _ENQUEUE_ONE_FLOW.replace(
-    "%s::double precision)", "%s::double precision, %s::double precision, %s::smallint)"
-)
-# A deadline (migration 0022) and a payload version (0023), in named notation after
-# whichever arguments come before them.
-_WITH_DEADLINE = ", p_expires_at => %s::timestamptz, p_expires_in => %s::double precision"
-_WITH_VERSION = ", p_payload_version => %s::smallint"
-_WITH_FAIR_KEY = ", p_fair_key => %s::text"  # migration 0025
-_KEY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('pqjobs.key'), hashtext(%s))"
-_WAITING = """
-    SELECT count(*), max(id) FROM pqjobs_job
-    WHERE shelf = 'hot' AND concurrency_key = %s AND status IN ('ready', 'blocked')
-"""
-# Replacing enqueuers take turns: without it, many of them at once keep cancelling each
-# other's new job and none gets through. A single replace locks its key (and its job type in
-# shared mode, so single replaces of different keys never wait for each other); a bulk
-# replace locks its job type, because one lock per key could fill the server's shared lock
-# table (a few thousand locks) and make unrelated transactions fail.
-_REPLACE_LOCK = (
-    "SELECT pg_advisory_xact_lock_shared(hashtext(%s)), "
-    "pg_advisory_xact_lock(hashtext(%s), hashtext(%s))"
-)
-_REPLACE_MANY_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%s))"
+# The statements (sql/queries/enqueue.sql), with the predicate of the unique index of keys.
+_QUERIES = {
+    name: text.replace("{held}", held_by_key()) for name, text in queries("enqueue").items()
+}
+_ENQUEUE_ONE = _QUERIES["enqueue_one"]
+_KEY_LOCK = _QUERIES["key_lock"]
+_WAITING = _QUERIES["waiting"]
+_REPLACE_LOCK = _QUERIES["replace_lock"]
+_REPLACE_MANY_LOCK = _QUERIES["replace_many_lock"]
+_FIND_HOLDERS = _QUERIES["find_holders"]
+_INSERT_MANY = _QUERIES["insert_many"]
 
 
 @contextmanager
@@ -472,39 +186,48 @@ def _insert_plain(job: PreparedJob, alias: str) -> Inserted:
             return inserted
 
 
+def job_spec(job: PreparedJob, trace_context: str | None, notify_channel: str | None) -> str:
+    """The job as pqjobs_enqueue() takes it: a JSON object of the pqjobs_job_spec fields it
+    has (sql/schema/enqueue.sql; a field left out is NULL there, or its default). The
+    payload and the trace context are JSON text already, and go in as they are."""
+    spec: dict[str, Any] = {
+        "job_type": job.job_type,
+        "queue": job.queue,
+        "priority": job.priority,
+        "max_attempts": job.max_attempts,
+    }
+    optional = (
+        ("run_at", None if job.run_at is None else job.run_at.isoformat()),
+        ("delay_seconds", job.delay or None),
+        ("timeout_seconds", job.timeout),
+        ("dedupe_key", job.dedupe_key),
+        ("parent_id", job.parent_id),
+        ("schedule_id", job.schedule_id),
+        ("notify_channel", notify_channel),
+        ("concurrency_key", job.flow.concurrency_key),
+        ("concurrency_limit", job.flow.concurrency_limit),
+        ("rate_key", job.flow.rate_key),
+        ("rate_limit", job.flow.rate_limit),
+        ("rate_period", job.flow.rate_period),
+        ("unique_for", job.unique_for),
+        ("unique_states", job.unique_states or None),
+        ("expires_at", None if job.deadline is None else job.deadline.isoformat()),
+        ("expires_in", job.expires_in),
+        ("payload_version", job.payload_version),
+        ("fair_key", job.fair_key),
+    )
+    for name, given in optional:
+        if given is not None:
+            spec[name] = given
+    raw = f'"payload":{job.payload_json}'
+    if trace_context is not None:
+        raw += f',"trace_context":{trace_context}'
+    return f"{{{raw},{json.dumps(spec, separators=(',', ':'))[1:]}"
+
+
 def _insert_job(job: PreparedJob, alias: str, trace_context: str | None) -> Inserted:
-    params: list[Any] = [
-        job.job_type,
-        job.queue,
-        job.payload_json,
-        job.priority,
-        job.max_attempts,
-        job.run_at,
-        job.delay,
-        job.timeout,
-        job.dedupe_key,
-        job.parent_id,
-        job.schedule_id,
-        channel(),
-        trace_context,
-    ]
+    params = [job_spec(job, trace_context, channel())]
     flow = job.flow
-    if flow is not NO_FLOW or _unique(job):
-        params += [
-            flow.concurrency_key,
-            flow.concurrency_limit,
-            flow.rate_key,
-            flow.rate_limit,
-            flow.rate_period,
-        ]
-    if _unique(job):
-        params += [job.unique_for, job.unique_states]
-    if _expires(job):
-        params += [job.deadline, job.expires_in]
-    if job.payload_version is not None:
-        params.append(job.payload_version)
-    if job.fair_key is not None:
-        params.append(job.fair_key)
     if flow.max_waiting is not None:
         assert flow.concurrency_key is not None
         with transaction.atomic(using=alias, savepoint=False):
@@ -528,28 +251,6 @@ def _insert_job(job: PreparedJob, alias: str, trace_context: str | None) -> Inse
     return _insert(job, alias, params)
 
 
-def _unique(job: PreparedJob) -> bool:
-    """Whether the job holds its key beyond the active statuses, or for a window."""
-    return job.unique_for is not None or job.unique_states != 0
-
-
-def _expires(job: PreparedJob) -> bool:
-    return job.deadline is not None or job.expires_in is not None
-
-
-def _statement(job: PreparedJob) -> str:
-    if _unique(job):
-        statement = _ENQUEUE_ONE_UNIQUE
-    else:
-        statement = _ENQUEUE_ONE if job.flow is NO_FLOW else _ENQUEUE_ONE_FLOW
-    named = (
-        (_WITH_DEADLINE if _expires(job) else "")
-        + ("" if job.payload_version is None else _WITH_VERSION)
-        + ("" if job.fair_key is None else _WITH_FAIR_KEY)
-    )
-    return f"{statement[:-1]}{named})" if named else statement
-
-
 def announce_replaced(alias: str, job_ids: list[int]) -> None:
     """The ready duplicates a ``replace`` cancelled end once the enqueue commits."""
     if job_ids:
@@ -566,7 +267,7 @@ def _insert(job: PreparedJob, alias: str, params: list[Any]) -> Inserted:
                     cursor, job.job_type, [job.dedupe_key], job.unique_for
                 )
                 announce_replaced(alias, replaced)
-            cursor.execute(_statement(job), params)
+            cursor.execute(_ENQUEUE_ONE, params)
             (new_id,) = cursor.fetchone()
             if new_id is not None:
                 signals.job_enqueued.send(
@@ -668,67 +369,6 @@ def enqueue_on_commit(
     job = prepare(job_type, payload, **options)
     schema.require_postgresql(alias)
     transaction.on_commit(lambda: insert(job, alias), using=alias)
-
-
-# The jobs holding some keys of a type in the window a job enqueued now would be in (all in
-# the hot partition: the history mover leaves a job that holds its key there).
-_FIND_HOLDERS = f"""
-    SELECT dedupe_key, id, status FROM pqjobs_job
-    WHERE shelf = 'hot' AND job_type = %(type)s AND dedupe_key = ANY(%(keys)s)
-      AND COALESCE(unique_until, 'infinity'::timestamptz)
-          = COALESCE({_WINDOW_END.format(p="%(period)s::double precision")},
-                     'infinity'::timestamptz)
-      AND {_HELD}
-"""
-# The rows of one statement go in in the order of their keys (byte order: the same in every
-# database, whatever its collation), those without one after them in the caller's order.
-# An INSERT that meets a key another open transaction has just inserted waits for that one
-# to end, holding the keys it has inserted so far: two statements that took the same keys in
-# different orders would each wait for the other (a deadlock). Taken in one order, the one
-# that gets a key first gets every key after it first too. The ids go back in the caller's
-# order (_insert_many maps them by key).
-_KEY_ORDER = 'ORDER BY t.dedupe_key COLLATE "C", t.n'
-# A pause in force holds the jobs it pauses as they are inserted: blocked, 'paused', written
-# once. The INSERT's statement trigger notes the pauses (pqjobs.paused, sql/schema/flow.sql)
-# before the rows are computed, so the rows read the note for their type and queue once and
-# go in held; the row trigger then has nothing to do (no call per row). Without a note, the
-# rows go in ready and the row trigger reads the pauses itself.
-_PAUSED_NOTE = (
-    "(SELECT CASE WHEN COALESCE(current_setting('pqjobs.paused', true), '') NOT IN ('', '{}') "
-    "AND current_setting('pqjobs.paused', true)::text[] "
-    "&& ARRAY['q:' || %(queue)s::text, 't:' || %(type)s::text] THEN 'paused' END) AS h(hold)"
-)
-# The one bulk INSERT: every job of the call shares the type's columns, each row has its
-# payload, key, fair key, concurrency key and rate key (NULL where it has none). A fair
-# job due now takes its turn here, its key's start asked once per statement
-# (pqjobs_fair_start, sql/schema/fairness.sql) and its rows numbered from it in their
-# order, so the row trigger that gives turns one at a time passes over them.
-_INSERT_MANY = f"""
-    INSERT INTO pqjobs_job ({_COLUMNS}, trace_context, batch_id, unique_until, unique_states,
-                            expires_at, payload_version, fair_key, fair_turn, concurrency_key,
-                            concurrency_limit, rate_key, rate_limit, rate_period, blocked_by)
-    SELECT %(type)s, %(queue)s, t.payload::jsonb,
-           CASE WHEN h.hold IS NULL THEN 'ready' ELSE 'blocked' END,
-           %(priority)s, 0, %(max_attempts)s, d.due, %(timeout)s, t.dedupe_key, NULL, NULL,
-           '', '', now(), now(), %(trace)s::jsonb, %(batch)s::bigint,
-           {_WINDOW_END.format(p="%(unique_for)s::double precision")}, %(unique_states)s,
-           COALESCE(%(deadline)s::timestamptz,
-                    d.due + make_interval(secs => %(expires_in)s::double precision)),
-           %(version)s::smallint, t.fair_key,
-           CASE WHEN d.due <= now() THEN f.after + f.step * row_number() OVER (
-               PARTITION BY t.fair_key ORDER BY t.n) END,
-           t.concurrency_key, %(concurrency_limit)s, t.rate_key, %(rate_limit)s,
-           %(rate_period)s, h.hold
-    FROM {_PAUSED_NOTE},
-         (SELECT COALESCE(%(run_at)s, now()) + make_interval(secs => %(delay)s)) AS d(due),
-         unnest(%(payloads)s::text[], %(keys)s::text[], %(fair)s::text[],
-                %(concurrency_keys)s::text[], %(rate_keys)s::text[])
-         WITH ORDINALITY AS t(payload, dedupe_key, fair_key, concurrency_key, rate_key, n)
-    LEFT JOIN pqjobs_fair_start(%(fair)s::text[], %(priority)s) AS f ON f.key = t.fair_key
-    {_KEY_ORDER}
-    {_ON_CONFLICT}
-    RETURNING id, dedupe_key
-"""
 
 
 def enqueue_many(
