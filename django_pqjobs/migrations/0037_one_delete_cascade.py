@@ -9,7 +9,7 @@ from django_pqjobs import sql
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("django_pqjobs", "0035_fair_turns_per_statement"),
+        ("django_pqjobs", "0036_one_job_row"),
     ]
 
     operations = [

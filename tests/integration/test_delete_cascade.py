@@ -207,11 +207,11 @@ def test_forget_strips_no_job_that_is_still_there():
 @pytest.mark.slow
 def test_migration_0037_up_and_down(empty_database):
     """0037 adds pqjobs_job_forget (granted to the roles that may delete jobs) and the
-    callers that use it; taken back, the three cascades of 0035 return and it is gone."""
+    callers that use it; taken back, the three cascades of 0036 return and it is gone."""
     from tests.integration.test_upgrade_statistics import _connect, _migrate
 
     role = f"forget_{empty_database[-8:]}"
-    _migrate(empty_database, "0035")
+    _migrate(empty_database, "0036")
     with _connect(empty_database) as db:
         db.execute(f"DROP ROLE IF EXISTS {role}")
         db.execute(f"CREATE ROLE {role} NOLOGIN")
@@ -226,7 +226,7 @@ def test_migration_0037_up_and_down(empty_database):
                 "LIKE '%%pqjobs_job_forget%%'",
                 [role],
             ).fetchone() == (True, False, True)
-        _migrate(empty_database, "0035")
+        _migrate(empty_database, "0036")
         with _connect(empty_database) as db:
             assert db.execute(
                 "SELECT to_regprocedure('pqjobs_job_forget(bigint[])') IS NULL, "
