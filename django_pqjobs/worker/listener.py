@@ -13,6 +13,12 @@ too much: the server's delivery of each notification to every listening connecti
 more than the enqueue. The listener then UNLISTENs and tells the worker (``on_stream``),
 which claims on a short interval until its claims find nothing, and then calls
 :meth:`Listener.resume`.
+
+An idle worker's designated listener claims itself (``claim_now``), on the connection that
+heard the notification: waking the claim loop's thread, which then woke its own server
+process, put two waits for a core on the path of every job an idle worker starts
+(docs/benchmarks.md). ``claim_now`` says no when the claim loop is not idle, and the
+listener wakes it as before.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ class Listener(threading.Thread):
         last_claim: Callable[[], float] | None = None,
         on_stream: Callable[[], None] | None = None,
         worker_id: str | None = None,
+        claim_now: Callable[[psycopg.Connection], bool] | None = None,
     ) -> None:
         super().__init__(name="pqjobs-listener", daemon=True)
         self.alias = alias
@@ -60,6 +67,7 @@ class Listener(threading.Thread):
         self.answers_now = answers_now or (lambda queue, pid: True)
         self.last_claim = last_claim or (lambda: 0.0)
         self.on_stream = on_stream
+        self.claim_now = claim_now
         self.stopping = threading.Event()
         self.listening = threading.Event()
         self._deferred_since: float | None = None
@@ -89,8 +97,11 @@ class Listener(threading.Thread):
                     connected = True
                     self.wake.set()  # notifications may have been missed while disconnected
                     while not self.stopping.is_set():
-                        for note in conn.notifies(timeout=self._timeout(), stop_after=1):
-                            self._heard(note.payload, note.pid)
+                        # read first: notifies() holds the connection's lock while it yields,
+                        # and the claim on this connection needs it
+                        notes = list(conn.notifies(timeout=self._timeout(), stop_after=1))
+                        for note in notes:
+                            self._heard(note.payload, note.pid, conn)
                         self._wake_if_deferred_due()
                         if self._pause:
                             self._stream(conn)
@@ -134,7 +145,7 @@ class Listener(threading.Thread):
                 [listening, self.worker_id],
             )
 
-    def _heard(self, queue: str, pid: int) -> None:
+    def _heard(self, queue: str, pid: int, conn: psycopg.Connection | None = None) -> None:
         if self.queues is not None and queue not in self.queues:
             return
         if self.on_stream is not None:
@@ -145,7 +156,8 @@ class Listener(threading.Thread):
             if self._window_count >= STREAM_NOTIFICATIONS:
                 self._pause = True
         if self.answers_now(queue, pid):
-            self.wake.set()
+            if conn is None or self.claim_now is None or not self.claim_now(conn):
+                self.wake.set()
         elif self._deferred_since is None:
             self._deferred_since = time.monotonic()
 

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from types import FrameType
+from typing import Any
 
 from django.db import DatabaseError, connections
 
@@ -163,6 +164,9 @@ class Worker:
         self._executors: list[threading.Thread] = []
         self._wake = threading.Event()
         self._last_claim = 0.0
+        # The claim loop waits for a NOTIFY (or its poll): the listener may claim for it
+        # (_claim_woken).
+        self._parked = False
         self._streaming = False
         self._stream_found = 0.0  # when a claim in stream mode last found jobs
         self._serving: dict[str, list[str]] = {}  # queue -> live workers that serve it
@@ -271,12 +275,9 @@ class Worker:
                 self._capacity.clear()
                 continue
             self._wake.clear()
-            self._last_claim = time.monotonic()
             try:
                 batch = self._claim(batch_size)
                 error_streak = 0
-                self.claims += 1
-                self.empty_claims += not batch
             except Exception as exc:
                 # The database restarting or dropping us must not kill the worker; neither
                 # may a bug here, but that one is logged with its traceback every time.
@@ -308,7 +309,7 @@ class Worker:
                 # brings us back; claiming again now would only find nothing.
                 if self._streaming:
                     self._stopping.wait(self._stream_delay())
-                elif self._wake.wait(self.poll_intervals.delay(0)):
+                elif self._park(self.poll_intervals.delay(0)):
                     self._coalesce()
                 continue
             if self.burst:
@@ -324,9 +325,54 @@ class Worker:
                 self._leave_stream()
             delay = self.poll_intervals.delay(empty_streak)
             empty_streak += 1
-            if self._wake.wait(delay):
+            if self._park(delay):
                 empty_streak = 0
                 self._coalesce()
+
+    def _park(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a NOTIFY, idle: meanwhile the listener claims
+        for this worker (:meth:`_claim_woken`). True: woken before the timeout."""
+        self._parked = True
+        try:
+            return self._wake.wait(timeout)
+        finally:
+            self._parked = False
+
+    def _claim_woken(self, connection: Any) -> bool:
+        """The listener heard a job this worker is to start at once: while the claim loop
+        is parked, claim it here, on the listener's thread and connection, the way the
+        claim loop would. Waking the claim loop's thread, whose claim then woke a server
+        process of its own, put two waits for a core on the path of every job an idle
+        worker started (docs/benchmarks.md, the latency breakdown). False: the claim loop
+        claims instead (the listener wakes it): it is busy or claiming, the worker is
+        streaming or stopping, a claim was sent within ``COALESCE_WINDOW``, or this claim
+        failed."""
+        if (
+            not self._parked
+            or self._streaming
+            or self._stopping.is_set()
+            or self.max_jobs is not None
+            or time.monotonic() - self._last_claim < COALESCE_WINDOW
+            or not self._registering.acquire(blocking=False)
+        ):
+            return False
+        try:
+            capacity = self.concurrency + self._prefetch()
+            free = capacity - len(self.in_flight) + self.completer.held
+            if not self._parked or free <= 0 or self._work.qsize() >= self.concurrency:
+                return False
+            batch_size = self._batch_size(free, capacity)
+            try:
+                batch = self._claim_locked(batch_size, connection)
+            except Exception:
+                # the claim loop claims and reports; a lost connection is the listener's
+                logger.debug("claiming on the listener's connection failed", exc_info=True)
+                return False
+        finally:
+            self._registering.release()
+        if batch.blocked or len(batch) == batch_size:
+            self._wake.set()  # more may be due, or held jobs to move: the claim loop goes on
+        return True
 
     def _enter_stream(self) -> None:
         """The listener hears a stream of NOTIFY (and has stopped listening): claim every
@@ -441,10 +487,23 @@ class Worker:
     def _claim(self, batch_size: int) -> ClaimBatch:
         """Claim up to ``batch_size`` jobs and hand them to the executors."""
         with self._registering:
-            batch = claim_jobs(
-                self.alias, self.worker_id, self.queues, batch_size, self.min_priority
-            )
-            self._dispatch(batch)
+            return self._claim_locked(batch_size)
+
+    def _claim_locked(self, batch_size: int, connection: Any = None) -> ClaimBatch:
+        """:meth:`_claim` with ``_registering`` held (on ``connection``: see
+        ``transitions.claim``)."""
+        self._last_claim = time.monotonic()
+        batch = claim_jobs(
+            self.alias,
+            self.worker_id,
+            self.queues,
+            batch_size,
+            self.min_priority,
+            connection=connection,
+        )
+        self.claims += 1
+        self.empty_claims += not batch
+        self._dispatch(batch)
         return batch
 
     def _registered(self, timeout: float) -> bool:
@@ -607,6 +666,7 @@ class Worker:
                 last_claim=lambda: self._last_claim,
                 on_stream=self._enter_stream,
                 worker_id=self.worker_id,
+                claim_now=self._claim_woken,
             )
             self.listener.start()
         self.maintenance = Maintenance(

@@ -3,8 +3,10 @@ interval instead of listening while a stream of enqueues lasts."""
 
 from __future__ import annotations
 
+import threading
 import time
 
+import psycopg
 import pytest
 
 from django_pqjobs import enqueue_job
@@ -77,6 +79,59 @@ def test_held_successes_do_not_hold_up_the_next_claim(
     wait_for(lambda: Job.objects.filter(pk__in=ids, status="done").count() == len(ids))
     assert max(writes) > 1, "successes were written one at a time"
     assert time.monotonic() - began < 60
+
+
+def _claims_by_thread(worker: Worker) -> list[tuple[str, bool, list[int]]]:
+    """Record each claim: (its thread, whether on a connection of its own, the job ids)."""
+    seen: list[tuple[str, bool, list[int]]] = []
+    claim = worker._claim_locked
+
+    def recorded(batch_size, connection=None):  # type: ignore[no-untyped-def]
+        batch = claim(batch_size, connection)
+        seen.append(
+            (threading.current_thread().name, connection is not None, [j.id for j in batch.jobs])
+        )
+        return batch
+
+    worker._claim_locked = recorded  # type: ignore[method-assign]
+    return seen
+
+
+def test_an_idle_worker_claims_on_the_listeners_connection(worker_factory):
+    """An idle worker's listener claims the job it heard of itself, on the connection that
+    heard it: the claim loop's thread is not woken for it (one wait for a core, and one
+    server process woken, fewer on every job an idle worker starts)."""
+    worker = worker_factory(queues=["direct"], poll_intervals=SLOW_POLL)
+    seen = _claims_by_thread(worker)
+    for n in range(3):
+        wait_for(lambda: worker._parked, timeout=WOKEN_WITHIN)
+        job_id = enqueue_job("tests.noop", {"n": n}, queue="direct")
+        wait_status(job_id, "done", timeout=WOKEN_WITHIN)
+        claimed = [(thread, own) for thread, own, ids in seen if job_id in ids]
+        assert claimed == [("pqjobs-listener", True)], seen
+
+
+def test_a_failed_claim_on_the_listener_leaves_the_job_to_the_claim_loop(
+    worker_factory, monkeypatch
+):
+    """The listener's claim failing (its connection lost, say) does not lose the
+    notification: the claim loop is woken and claims the job, long before its poll."""
+    claim_jobs = worker_module.claim_jobs
+
+    def failing_on_the_listener(*args, connection=None, **kwargs):  # type: ignore[no-untyped-def]
+        if connection is not None:
+            raise psycopg.OperationalError("the listener's connection was lost")
+        return claim_jobs(*args, **kwargs)
+
+    monkeypatch.setattr(worker_module, "claim_jobs", failing_on_the_listener)
+    worker = worker_factory(queues=["fallback"], poll_intervals=SLOW_POLL)
+    seen = _claims_by_thread(worker)
+    wait_for(lambda: worker._parked, timeout=WOKEN_WITHIN)
+    started = time.monotonic()
+    job_id = enqueue_job("tests.noop", queue="fallback")
+    wait_status(job_id, "done", timeout=WOKEN_WITHIN)
+    assert time.monotonic() - started < WOKEN_WITHIN
+    assert [thread for thread, _, ids in seen if job_id in ids] == ["pqjobs-worker"], seen
 
 
 def test_each_notification_wakes_its_designated_worker_at_once(worker_factory):
