@@ -24,9 +24,9 @@ def install() -> None:
 
     heard = listener.Listener._heard
 
-    def probed_heard(self, queue, pid):  # type: ignore[no-untyped-def]
+    def probed_heard(self, queue, pid, *rest):  # type: ignore[no-untyped-def]
         MARKS["heard"].append(time.time())
-        return heard(self, queue, pid)
+        return heard(self, queue, pid, *rest)
 
     listener.Listener._heard = probed_heard  # type: ignore[method-assign]
     claim_jobs = worker.claim_jobs

@@ -31,12 +31,17 @@ from collections.abc import Callable, Sequence
 import psycopg
 
 from ..notify import CHANNEL, listening_connection
+from ..sql import queries
 
 logger = logging.getLogger("django_pqjobs")
 
 DEFER = 0.02
 STREAM_WINDOW = 0.1
 STREAM_NOTIFICATIONS = 20  # 200 notifications a second
+
+QUERIES = queries("worker_listener")
+_LISTEN = QUERIES["listen"].format(channel=CHANNEL)
+_UNLISTEN = QUERIES["unlisten"].format(channel=CHANNEL)
 
 
 class Listener(threading.Thread):
@@ -90,7 +95,7 @@ class Listener(threading.Thread):
         while not self.stopping.is_set():
             try:
                 with listening_connection(self.alias) as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
+                    conn.execute(_LISTEN)
                     self._say_listening(conn, True)
                     self.listening.set()
                     failures = 0
@@ -121,7 +126,7 @@ class Listener(threading.Thread):
 
     def _stream(self, conn: psycopg.Connection) -> None:
         """Stop listening while the worker claims on its own; LISTEN again on resume."""
-        conn.execute(f"UNLISTEN {CHANNEL}")
+        conn.execute(_UNLISTEN)
         self._say_listening(conn, False)
         self._resume.clear()
         self._deferred_since = None
@@ -131,7 +136,7 @@ class Listener(threading.Thread):
         self._pause = False
         self._window_count = 0
         if not self.stopping.is_set():
-            conn.execute(f"LISTEN {CHANNEL}")
+            conn.execute(_LISTEN)
             self._say_listening(conn, True)
             self.wake.set()  # what was enqueued while we were not listening
 
@@ -140,10 +145,7 @@ class Listener(threading.Thread):
         worker does (see ``notify.py``). Set after LISTEN, so nothing is announced to no
         one; the worker then claims once for what was enqueued unannounced meanwhile."""
         if self.worker_id is not None:
-            conn.execute(
-                "UPDATE pqjobs_worker SET listening = %s WHERE worker_id = %s",
-                [listening, self.worker_id],
-            )
+            conn.execute(QUERIES["say_listening"], [listening, self.worker_id])
 
     def _heard(self, queue: str, pid: int, conn: psycopg.Connection | None = None) -> None:
         if self.queues is not None and queue not in self.queues:
