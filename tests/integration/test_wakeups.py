@@ -12,9 +12,9 @@ import pytest
 from django_pqjobs import enqueue_job
 from django_pqjobs.models import Job
 from django_pqjobs.policies import make_delays
+from django_pqjobs.worker import claim_loop
 from django_pqjobs.worker import completer as completer_module
 from django_pqjobs.worker import listener as listener_module
-from django_pqjobs.worker import worker as worker_module
 from django_pqjobs.worker.worker import Worker
 from tests.helpers import wait_for, wait_status
 
@@ -116,14 +116,14 @@ def test_a_failed_claim_on_the_listener_leaves_the_job_to_the_claim_loop(
 ):
     """The listener's claim failing (its connection lost, say) does not lose the
     notification: the claim loop is woken and claims the job, long before its poll."""
-    claim_jobs = worker_module.claim_jobs
+    claim_jobs = claim_loop.claim_jobs
 
     def failing_on_the_listener(*args, connection=None, **kwargs):  # type: ignore[no-untyped-def]
         if connection is not None:
             raise psycopg.OperationalError("the listener's connection was lost")
         return claim_jobs(*args, **kwargs)
 
-    monkeypatch.setattr(worker_module, "claim_jobs", failing_on_the_listener)
+    monkeypatch.setattr(claim_loop, "claim_jobs", failing_on_the_listener)
     worker = worker_factory(queues=["fallback"], poll_intervals=SLOW_POLL)
     seen = _claims_by_thread(worker)
     wait_for(lambda: worker._parked, timeout=WOKEN_WITHIN)
@@ -161,13 +161,13 @@ def test_workers_in_a_stream_take_turns_claiming(monkeypatch):
     peers.append(("turn-elsewhere", ["other"]))  # serves another queue: not in the turns
     workers = [Worker(worker_id=name, queues=["q"]) for name in names]
     now = 1_732_500_000.123
-    monkeypatch.setattr(worker_module.time, "time", lambda: now)
+    monkeypatch.setattr(claim_loop.time, "time", lambda: now)
     alone = workers[0]._stream_delay()  # before its peers are known: on its own
-    assert 0 < alone <= worker_module.STREAM_SPACING
+    assert 0 < alone <= claim_loop.STREAM_SPACING
     for worker in workers:
         worker._set_peers(peers)
     assert [w._stream_turn for w in workers] == [(1, 3), (0, 3), (2, 3)]
-    period = 3 * worker_module.STREAM_SPACING
+    period = 3 * claim_loop.STREAM_SPACING
     for worker in workers:
         place, _ = worker._stream_turn
         delay = worker._stream_delay()
@@ -177,4 +177,4 @@ def test_workers_in_a_stream_take_turns_claiming(monkeypatch):
         assert (cycles - round(cycles)) * period == pytest.approx(0, abs=1e-6)
     many = Worker(worker_id="turn-m", queues=["q"])
     many._set_peers([(f"turn-{n:02}", None) for n in range(30)] + [("turn-m", ["q"])])
-    assert 0 < many._stream_delay() <= worker_module.STREAM_PERIOD_MAX  # capped
+    assert 0 < many._stream_delay() <= claim_loop.STREAM_PERIOD_MAX  # capped
