@@ -18,7 +18,9 @@ An idle worker's designated listener claims itself (``claim_now``), on the conne
 heard the notification: waking the claim loop's thread, which then woke its own server
 process, put two waits for a core on the path of every job an idle worker starts
 (docs/benchmarks.md). ``claim_now`` says no when the claim loop is not idle, and the
-listener wakes it as before.
+listener wakes it as before. It claims only where it found the worker's own row when it
+said that it listens: ``LISTEN_DATABASE`` may name another database than the worker's
+(``run_jobs --database``), and jobs are never claimed from there.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ class Listener(threading.Thread):
         self.last_claim = last_claim or (lambda: 0.0)
         self.on_stream = on_stream
         self.claim_now = claim_now
+        # this connection reaches the worker's own database (its row is there)
+        self._claims_here = False
         self.stopping = threading.Event()
         self.listening = threading.Event()
         self._deferred_since: float | None = None
@@ -145,7 +149,8 @@ class Listener(threading.Thread):
         worker does (see ``notify.py``). Set after LISTEN, so nothing is announced to no
         one; the worker then claims once for what was enqueued unannounced meanwhile."""
         if self.worker_id is not None:
-            conn.execute(QUERIES["say_listening"], [listening, self.worker_id])
+            found = conn.execute(QUERIES["say_listening"], [listening, self.worker_id]).rowcount
+            self._claims_here = listening and found == 1
 
     def _heard(self, queue: str, pid: int, conn: psycopg.Connection | None = None) -> None:
         if self.queues is not None and queue not in self.queues:
@@ -158,7 +163,12 @@ class Listener(threading.Thread):
             if self._window_count >= STREAM_NOTIFICATIONS:
                 self._pause = True
         if self.answers_now(queue, pid):
-            if conn is None or self.claim_now is None or not self.claim_now(conn):
+            if (
+                conn is None
+                or self.claim_now is None
+                or not self._claims_here
+                or not self.claim_now(conn)
+            ):
                 self.wake.set()
         elif self._deferred_since is None:
             self._deferred_since = time.monotonic()

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from django_pqjobs import enqueue_job
-from django_pqjobs.models import Job
+from django_pqjobs.models import Job, WorkerRecord
 from django_pqjobs.policies import make_delays
 from django_pqjobs.worker import claim_loop
 from django_pqjobs.worker import completer as completer_module
@@ -132,6 +132,30 @@ def test_a_failed_claim_on_the_listener_leaves_the_job_to_the_claim_loop(
     wait_status(job_id, "done", timeout=WOKEN_WITHIN)
     assert time.monotonic() - started < WOKEN_WITHIN
     assert [thread for thread, _, ids in seen if job_id in ids] == ["pqjobs-worker"], seen
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "second"])
+def test_a_listener_on_another_database_claims_nothing_there(worker_factory, settings):
+    """LISTEN_DATABASE may reach another database than the worker's (``run_jobs
+    --database``): its listener hears the jobs enqueued there, and must not claim them."""
+    settings.PQJOBS = {**settings.PQJOBS, "LISTEN_DATABASE": "default"}
+    # a worker listening on default, so that enqueues there notify
+    WorkerRecord.objects.create(worker_id="listens-here", listening=True)
+    worker = worker_factory(database="second", queues=["elsewhere"], poll_intervals=SLOW_POLL)
+    assert worker.listener is not None
+    heard = threading.Event()
+    hear = worker.listener._heard
+
+    def heard_it(*args):  # type: ignore[no-untyped-def]
+        hear(*args)
+        heard.set()
+
+    worker.listener._heard = heard_it  # type: ignore[method-assign]
+    wait_for(lambda: worker._parked, timeout=WOKEN_WITHIN)
+    job_id = enqueue_job("tests.noop", queue="elsewhere")  # on default
+    assert heard.wait(WOKEN_WITHIN), "the listener did not hear the job"
+    time.sleep(0.5)
+    assert Job.objects.get(pk=job_id).status == "ready"
 
 
 def test_each_notification_wakes_its_designated_worker_at_once(worker_factory):
