@@ -8,7 +8,9 @@ Two figures that decide where a fix of the claim's latency can come from:
 - the server CPU of one claim of one job (``/proc`` counters of the claiming server
   process), ``pqjobs_claim()`` against a session copy of it without the fair line's scan
   and the pause query (the "plain claim" of the plan in docs/benchmarks.md), taking turns,
-  the tables emptied before each block, with ``SELECT 1`` as the floor of a statement.
+  the tables emptied before each block, with ``SELECT 1`` as the floor of a statement;
+  and against ``pqjobs_claim()`` as it was before migration 0039 (its ``.down.sql``, as a
+  session copy): each of its two paths with its own copy of the columns.
 
 Jobs are enqueued with ``enqueue_job`` between the claims (not counted).
 """
@@ -68,16 +70,26 @@ def server_cpu(rounds: int = 5, claims: int = 300) -> dict[str, list[float]]:
     """µs of server CPU per claim of one job, per variant, taking turns."""
     from django_pqjobs.enqueue import enqueue_job
 
-    text = (Path(__file__).parent.parent / "django_pqjobs/sql/schema/claim.sql").read_text()
+    root = Path(__file__).parent.parent / "django_pqjobs/sql"
     head = 'CREATE OR REPLACE FUNCTION :"schema".pqjobs_claim('
-    function = text[text.index(head) : text.index("$$;") + 3].replace(':"schema".', "public.")
+
+    def function(name: str) -> str:
+        text = (root / name).read_text()
+        start = text.index(head)
+        return text[start : text.index("$$;", start) + 3].replace(':"schema".', "public.")
+
     claimer = raw_connection()
-    claimer.execute(_plain_copy(function))
+    claimer.execute(_plain_copy(function("schema/claim.sql")))
+    before = function("migrations/0039_claimed_row_once.down.sql")
+    claimer.execute(before.replace("public.pqjobs_claim(", "pg_temp.claim_before_0039(", 1))
     (pid,) = claimer.execute("SELECT pg_backend_pid()").fetchone()  # type: ignore[misc]
     variants = {
         "pqjobs_claim()": "SELECT * FROM public.pqjobs_claim('w', 1, NULL, NULL, NULL)",
         "without the fair line and the pause query": (
             "SELECT * FROM pg_temp.claim_plain('w', 1, NULL, NULL, NULL)"
+        ),
+        "before migration 0039": (
+            "SELECT * FROM pg_temp.claim_before_0039('w', 1, NULL, NULL, NULL)"
         ),
         "SELECT 1": "SELECT 1",
     }

@@ -24,7 +24,7 @@ ID, ATTEMPT, TID = 0, 5, 35  # positions of id, attempts and row_tid in pqjobs_c
 def main() -> None:
     place, count = int(sys.argv[1]), int(sys.argv[2])
     setup_django(migrate=False)
-    from django_pqjobs.worker.worker import STREAM_PERIOD_MAX, STREAM_SPACING
+    from django_pqjobs.worker.claim_loop import STREAM_PERIOD_MAX, STREAM_SPACING
 
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))

@@ -20,16 +20,16 @@ MARKS: dict[str, list] = {"heard": [], "claims": []}
 
 
 def install() -> None:
-    from django_pqjobs.worker import listener, worker
+    from django_pqjobs.worker import claim_loop, listener, worker
 
     heard = listener.Listener._heard
 
-    def probed_heard(self, queue, pid):  # type: ignore[no-untyped-def]
+    def probed_heard(self, queue, pid, *rest):  # type: ignore[no-untyped-def]
         MARKS["heard"].append(time.time())
-        return heard(self, queue, pid)
+        return heard(self, queue, pid, *rest)
 
     listener.Listener._heard = probed_heard  # type: ignore[method-assign]
-    claim_jobs = worker.claim_jobs
+    claim_jobs = claim_loop.claim_jobs
     pending: list = []
 
     def probed_claim_jobs(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -38,7 +38,7 @@ def install() -> None:
         pending.append((start, time.time(), [job.id for job in batch.jobs]))
         return batch
 
-    worker.claim_jobs = probed_claim_jobs
+    claim_loop.claim_jobs = probed_claim_jobs
     dispatch = worker.Worker._dispatch
 
     def probed_dispatch(self, batch):  # type: ignore[no-untyped-def]

@@ -24,7 +24,10 @@ from . import audit, monitoring, options
 from .conf import conf
 from .keys import flow_key
 from .options import FAIR_WEIGHT_MAX
+from .sql import queries
 from .statuses import AuditAction
+
+QUERIES = queries("fairness")
 
 SHOWN_KEYS = 10  # the admin's and the metrics' top keys
 KEYS_MAX = 1000  # the most fair_keys() reads at once
@@ -52,13 +55,9 @@ def fair_key(value: object, what: str = "fair key") -> str:
     return key
 
 
-_SET = """
-INSERT INTO pqjobs_fair_weight (key, weight, set_at, set_by) VALUES (%s, %s, now(), %s)
-ON CONFLICT (key) DO UPDATE
-SET weight = excluded.weight, set_at = excluded.set_at, set_by = excluded.set_by
-"""
-_CLEAR = "DELETE FROM pqjobs_fair_weight WHERE key = %s"
-_WEIGHTS = "SELECT key, weight, set_at, set_by FROM pqjobs_fair_weight ORDER BY key"
+_SET = QUERIES["set_weight"]
+_CLEAR = QUERIES["clear_weight"]
+_WEIGHTS = QUERIES["weights"]
 
 
 def set_fair_weight(
@@ -131,36 +130,7 @@ class FairKey:
 # grows with the jobs waiting and running, never with the finished history. Ages are
 # differences of epochs (a run_after written as '-infinity' is an infinite wait, not an
 # error).
-_FAIR_KEYS = """
-WITH per_arm (fair_key, waiting, running, oldest) AS (
-    SELECT fair_key, count(*), 0, min(run_after) FILTER (WHERE run_after <= now())
-    FROM pqjobs_job
-    WHERE shelf = 'hot' AND status = 'ready' AND fair_turn IS NULL AND fair_key IS NOT NULL
-    GROUP BY fair_key
-    UNION ALL
-    SELECT fair_key, count(*), 0, min(run_after) FILTER (WHERE run_after <= now())
-    FROM pqjobs_job
-    WHERE shelf = 'hot' AND status = 'ready' AND fair_turn IS NOT NULL AND fair_key IS NOT NULL
-    GROUP BY fair_key
-    UNION ALL
-    SELECT fair_key, count(*), 0, NULL
-    FROM pqjobs_job WHERE shelf = 'hot' AND status = 'blocked' AND fair_key IS NOT NULL
-    GROUP BY fair_key
-    UNION ALL
-    SELECT fair_key, 0, count(*), NULL
-    FROM pqjobs_job WHERE shelf = 'hot' AND status = 'running' AND fair_key IS NOT NULL
-    GROUP BY fair_key
-), top AS (
-    SELECT fair_key, sum(waiting) AS waiting, sum(running) AS running, min(oldest) AS oldest
-    FROM per_arm GROUP BY fair_key
-    ORDER BY 2 DESC, 3 DESC, fair_key
-    LIMIT %s
-)
-SELECT t.fair_key, t.waiting, t.running,
-       extract(epoch FROM now()) - extract(epoch FROM t.oldest), COALESCE(w.weight, 1)
-FROM top t LEFT JOIN pqjobs_fair_weight w ON w.key = t.fair_key
-ORDER BY t.waiting DESC, t.running DESC, t.fair_key
-"""
+_FAIR_KEYS = QUERIES["fair_keys"]
 
 
 def fair_keys(limit: int = SHOWN_KEYS, using: str | None = None) -> list[FairKey]:
@@ -191,22 +161,7 @@ def fair_keys(limit: int = SHOWN_KEYS, using: str | None = None) -> list[FairKey
 
 # The keyed ready jobs due for longer than a threshold, through the two halves of the ready
 # jobs' indexes (see _FAIR_KEYS).
-_WAITING_LONGEST = """
-SELECT fair_key, extract(epoch FROM now()) - extract(epoch FROM min(oldest)) FROM (
-    SELECT fair_key, min(run_after) AS oldest FROM pqjobs_job
-    WHERE shelf = 'hot' AND status = 'ready' AND fair_turn IS NULL AND fair_key IS NOT NULL
-      AND run_after <= now() - make_interval(secs => %(seconds)s) {queue_filter}
-    GROUP BY fair_key
-    UNION ALL
-    SELECT fair_key, min(run_after) FROM pqjobs_job
-    WHERE shelf = 'hot' AND status = 'ready' AND fair_turn IS NOT NULL AND fair_key IS NOT NULL
-      AND run_after <= now() - make_interval(secs => %(seconds)s) {queue_filter}
-    GROUP BY fair_key
-) arms
-GROUP BY fair_key
-ORDER BY min(oldest), fair_key
-LIMIT %(limit)s
-"""
+_WAITING_LONGEST = QUERIES["waiting_longest"]
 
 
 def waiting_longest(

@@ -32,6 +32,7 @@ def claim(
     limit: int,
     min_priority: int | None = None,
     scan: int | None = None,
+    connection: Any = None,
 ) -> Claimed:
     """ready → running for up to ``limit`` due jobs, highest priority first.
 
@@ -39,17 +40,23 @@ def claim(
     ``min_priority``: only jobs of at least that priority. Flow control applies in the same
     statement: a job whose queue or type is paused, whose rate is used up or whose
     concurrency key is at its limit becomes ``blocked`` instead. ``scan``: how many due
-    jobs to look at for that, when more than ``limit``.
+    jobs to look at for that, when more than ``limit``. ``connection``: a psycopg
+    connection in autocommit to claim on instead of this thread's Django connection (the
+    worker's listener claims on the connection that heard the notification).
     """
     if limit < 1 and not scan:
         return Claimed((), [], 0)
-    with batch_cursor(alias) as cursor:
-        cursor.execute(
-            QUERIES["claim"],
-            [worker_id, limit, list(queues) if queues else None, min_priority, scan],
-        )
-        rows = cursor.fetchall()
-        columns = _columns(cursor)
+    params = [worker_id, limit, list(queues) if queues else None, min_priority, scan]
+    if connection is not None:
+        with connection.cursor() as cursor:
+            cursor.execute(QUERIES["claim"], params)
+            rows = cursor.fetchall()
+            columns = _columns(cursor)
+    else:
+        with batch_cursor(alias) as cursor:
+            cursor.execute(QUERIES["claim"], params)
+            rows = cursor.fetchall()
+            columns = _columns(cursor)
     # the last column counts the jobs held back; a claim that held some and claimed none
     # returns one row of NULLs but that count
     blocked = int(rows[0][-1]) if rows else 0

@@ -187,10 +187,13 @@ def claim_jobs(
     queues: Sequence[str] | None,
     limit: int,
     min_priority: int | None = None,
+    connection: Any = None,
 ) -> ClaimBatch:
     """Claim up to ``limit`` due jobs (of at least ``min_priority``) and build them;
-    undecodable rows come back apart."""
-    claimed = transitions.claim(alias, worker_id, queues, limit, min_priority)
+    undecodable rows come back apart. ``connection``: see ``transitions.claim``."""
+    claimed = transitions.claim(
+        alias, worker_id, queues, limit, min_priority, connection=connection
+    )
     batch = ClaimBatch(blocked=claimed.blocked)
     if not claimed.rows:
         return batch

@@ -13,27 +13,14 @@ from dataclasses import dataclass
 
 from django.db import connections
 
+from ..sql import queries
 from ..transitions import Fence
 
-_HEARTBEAT = """
-UPDATE pqjobs_job AS j
-SET heartbeat_at = now()
-FROM unnest(%s::bigint[], %s::int[]) AS t(id, attempt)
-WHERE j.shelf = 'hot' AND j.id = t.id AND j.status = 'running' AND j.locked_by = %s
-  AND j.attempts = t.attempt
-RETURNING j.id, j.cancel_requested_at IS NOT NULL
-"""
+QUERIES = queries("worker_heartbeats")
 
-_WORKER_UPSERT = """
-INSERT INTO pqjobs_worker (worker_id, hostname, pid, queues, concurrency, listening,
-                           started_concurrency, max_concurrency, started_at, heartbeat_at)
-VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, now(), now())
-ON CONFLICT (worker_id) DO UPDATE
-SET heartbeat_at = now(), hostname = EXCLUDED.hostname, pid = EXCLUDED.pid,
-    queues = EXCLUDED.queues, concurrency = EXCLUDED.concurrency,
-    started_concurrency = EXCLUDED.started_concurrency,
-    max_concurrency = EXCLUDED.max_concurrency
-"""
+_HEARTBEAT = QUERIES["heartbeat"]
+
+_WORKER_UPSERT = QUERIES["worker_upsert"]
 
 
 @dataclass(frozen=True)
@@ -90,4 +77,4 @@ def heartbeat(alias: str, worker: WorkerIdentity, fences: Sequence[Fence]) -> He
 
 def unregister_worker(alias: str, worker_id: str) -> None:
     with connections[alias].cursor() as cursor:
-        cursor.execute("DELETE FROM pqjobs_worker WHERE worker_id = %s", [worker_id])
+        cursor.execute(QUERIES["unregister"], [worker_id])

@@ -15,8 +15,11 @@ from .. import audit, endings, transitions
 from ..conf import Aging, conf
 from ..notify import notify_queues
 from ..printable import counted, printable
+from ..sql import queries
 from ..statuses import FINISHED_STATUSES
 from ..transitions import history
+
+QUERIES = queries("worker_housekeeping")
 
 logger = logging.getLogger("django_pqjobs")
 
@@ -88,28 +91,12 @@ def reap_stale(
     return rescued
 
 
-_PRUNE = """
-WITH doomed AS (
-    SELECT id FROM pqjobs_job
-    WHERE shelf = 'hot' AND status = %(status)s
-      AND finished_at < now() - make_interval(secs => %(age)s)
-    ORDER BY finished_at
-    LIMIT %(batch)s
-    FOR UPDATE SKIP LOCKED
-)
-DELETE FROM pqjobs_job j USING doomed WHERE j.shelf = 'hot' AND j.id = doomed.id
-RETURNING j.id
-"""
+_PRUNE = QUERIES["prune"]
 # What the pruned jobs leave behind: the one delete cascade (sql/schema/history.sql).
-_FORGET = "SELECT pqjobs_job_forget(%s::bigint[])"
+_FORGET = QUERIES["forget"]
 # A finished batch goes once none of its members and callbacks is left and it finished
 # longer ago than the longest retention.
-_PRUNE_BATCHES = """
-DELETE FROM pqjobs_batch b  -- all shelves: its members and callbacks, shelved ones too
-WHERE b.finished_at < now() - make_interval(secs => %(age)s)
-  AND NOT EXISTS (SELECT 1 FROM pqjobs_job j WHERE j.batch_id = b.id)
-  AND NOT EXISTS (SELECT 1 FROM pqjobs_job j WHERE j.callback_of_id = b.id)
-"""
+_PRUNE_BATCHES = QUERIES["prune_batches"]
 
 
 def prune(
@@ -173,17 +160,7 @@ def prune_batches(alias: str, retention: dict[str, float | None]) -> int:
 # A sequence whose last job is gone (pruned) starts afresh at its next enqueue. An enqueuer
 # holding the row is skipped, and a row one updated meanwhile is kept: the DELETE re-reads
 # the row it meets and compares the job it names.
-_PRUNE_SEQUENCES = """
-WITH gone AS (  -- all shelves: a sequence's last job, wherever it is
-    SELECT s.key, s.last_job_id FROM pqjobs_sequence s
-    WHERE NOT EXISTS (SELECT 1 FROM pqjobs_job j WHERE j.id = s.last_job_id)
-    LIMIT %(batch)s
-    FOR UPDATE SKIP LOCKED
-)
-DELETE FROM pqjobs_sequence s USING gone
-WHERE s.key = gone.key AND s.last_job_id IS NOT DISTINCT FROM gone.last_job_id
-RETURNING s.last_job_id
-"""
+_PRUNE_SEQUENCES = QUERIES["prune_sequences"]
 
 
 def prune_sequences(alias: str, batch: int = 5000, max_batches: int = 100) -> int:
@@ -259,17 +236,11 @@ def prune_finished(alias: str) -> dict[str, int]:
     return deleted
 
 
-_JOB_TABLE_HEALTH = """
-SELECT s.n_dead_tup, s.n_live_tup,
-       current_setting('autovacuum')::boolean
-       AND NOT coalesce('autovacuum_enabled=false' = ANY(c.reloptions), false)
-FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-WHERE s.relid = 'pqjobs_job_hot'::regclass
-"""
+_JOB_TABLE_HEALTH = QUERIES["job_table_health"]
 
 
 def vacuum_if_needed(alias: str) -> bool:
-    """VACUUM the job tables' hot partitions when autovacuum is off for them and dead rows
+    """Vacuum the job tables' hot partitions when autovacuum is off for them and dead rows
     piled up (history partitions are only ever added to, and dropped whole).
 
     Every job leaves dead row versions behind (claim, completion, pruning); without
@@ -284,13 +255,13 @@ def vacuum_if_needed(alias: str) -> bool:
         dead, live, autovacuum = int(row[0]), int(row[1]), bool(row[2])
         if autovacuum or dead < max(VACUUM_MIN_DEAD, VACUUM_DEAD_RATIO * live):
             return False
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [VACUUM_LOCK_KEY])
+        cursor.execute(QUERIES["vacuum_lock"], [VACUUM_LOCK_KEY])
         if not cursor.fetchone()[0]:
             return False
         try:
-            cursor.execute("VACUUM (ANALYZE) pqjobs_job_hot, pqjobs_attempt_hot")
+            cursor.execute(QUERIES["vacuum"])
         finally:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [VACUUM_LOCK_KEY])
+            cursor.execute(QUERIES["vacuum_unlock"], [VACUUM_LOCK_KEY])
     return True
 
 
@@ -298,13 +269,7 @@ def vacuum_if_needed(alias: str) -> bool:
 # the jobs of rate-limited keys held otherwise), and whether any waits for a slot of its
 # concurrency key (pqjobs_job_blocked_key): every worker asks twice a second, and each
 # release is a transaction of its own statements, run only for what waits.
-_ANY_FLOW_BLOCKED = """
-    SELECT EXISTS (SELECT 1 FROM pqjobs_job
-                   WHERE shelf = 'hot' AND status = 'blocked' AND rate_key IS NOT NULL),
-           EXISTS (SELECT 1 FROM pqjobs_job
-                   WHERE shelf = 'hot' AND status = 'blocked' AND concurrency_key IS NOT NULL
-                     AND blocked_by = 'limit')
-"""
+_ANY_FLOW_BLOCKED = QUERIES["any_flow_blocked"]
 
 
 def release_flow_blocked(alias: str) -> int | None:
@@ -320,7 +285,7 @@ def release_flow_blocked(alias: str) -> int | None:
     if not (rate or limit):
         return 0
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [FLOW_LOCK_KEY])
+        cursor.execute(QUERIES["flow_lock"], [FLOW_LOCK_KEY])
         if not cursor.fetchone()[0]:
             return None
         released = transitions.promote_rate_blocked(alias) if rate else 0
@@ -341,7 +306,7 @@ def age_priorities(alias: str, aging: dict[str, Aging] | None = None) -> dict[st
     raised: dict[str, int] = {}
     batch = transitions.aging.AGING_BATCH
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [AGING_LOCK_KEY])
+        cursor.execute(QUERIES["aging_lock"], [AGING_LOCK_KEY])
         if not cursor.fetchone()[0]:
             return None
         for queue, rule in rules.items():

@@ -13,6 +13,14 @@ too much: the server's delivery of each notification to every listening connecti
 more than the enqueue. The listener then UNLISTENs and tells the worker (``on_stream``),
 which claims on a short interval until its claims find nothing, and then calls
 :meth:`Listener.resume`.
+
+An idle worker's designated listener claims itself (``claim_now``), on the connection that
+heard the notification: waking the claim loop's thread, which then woke its own server
+process, put two waits for a core on the path of every job an idle worker starts
+(docs/benchmarks.md). ``claim_now`` says no when the claim loop is not idle, and the
+listener wakes it as before. It claims only where it found the worker's own row when it
+said that it listens: ``LISTEN_DATABASE`` may name another database than the worker's
+(``run_jobs --database``), and jobs are never claimed from there.
 """
 
 from __future__ import annotations
@@ -25,12 +33,17 @@ from collections.abc import Callable, Sequence
 import psycopg
 
 from ..notify import CHANNEL, listening_connection
+from ..sql import queries
 
 logger = logging.getLogger("django_pqjobs")
 
 DEFER = 0.02
 STREAM_WINDOW = 0.1
 STREAM_NOTIFICATIONS = 20  # 200 notifications a second
+
+QUERIES = queries("worker_listener")
+_LISTEN = QUERIES["listen"].format(channel=CHANNEL)
+_UNLISTEN = QUERIES["unlisten"].format(channel=CHANNEL)
 
 
 class Listener(threading.Thread):
@@ -51,6 +64,7 @@ class Listener(threading.Thread):
         last_claim: Callable[[], float] | None = None,
         on_stream: Callable[[], None] | None = None,
         worker_id: str | None = None,
+        claim_now: Callable[[psycopg.Connection], bool] | None = None,
     ) -> None:
         super().__init__(name="pqjobs-listener", daemon=True)
         self.alias = alias
@@ -60,6 +74,9 @@ class Listener(threading.Thread):
         self.answers_now = answers_now or (lambda queue, pid: True)
         self.last_claim = last_claim or (lambda: 0.0)
         self.on_stream = on_stream
+        self.claim_now = claim_now
+        # this connection reaches the worker's own database (its row is there)
+        self._claims_here = False
         self.stopping = threading.Event()
         self.listening = threading.Event()
         self._deferred_since: float | None = None
@@ -82,15 +99,18 @@ class Listener(threading.Thread):
         while not self.stopping.is_set():
             try:
                 with listening_connection(self.alias) as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
+                    conn.execute(_LISTEN)
                     self._say_listening(conn, True)
                     self.listening.set()
                     failures = 0
                     connected = True
                     self.wake.set()  # notifications may have been missed while disconnected
                     while not self.stopping.is_set():
-                        for note in conn.notifies(timeout=self._timeout(), stop_after=1):
-                            self._heard(note.payload, note.pid)
+                        # read first: notifies() holds the connection's lock while it yields,
+                        # and the claim on this connection needs it
+                        notes = list(conn.notifies(timeout=self._timeout(), stop_after=1))
+                        for note in notes:
+                            self._heard(note.payload, note.pid, conn)
                         self._wake_if_deferred_due()
                         if self._pause:
                             self._stream(conn)
@@ -110,7 +130,7 @@ class Listener(threading.Thread):
 
     def _stream(self, conn: psycopg.Connection) -> None:
         """Stop listening while the worker claims on its own; LISTEN again on resume."""
-        conn.execute(f"UNLISTEN {CHANNEL}")
+        conn.execute(_UNLISTEN)
         self._say_listening(conn, False)
         self._resume.clear()
         self._deferred_since = None
@@ -120,7 +140,7 @@ class Listener(threading.Thread):
         self._pause = False
         self._window_count = 0
         if not self.stopping.is_set():
-            conn.execute(f"LISTEN {CHANNEL}")
+            conn.execute(_LISTEN)
             self._say_listening(conn, True)
             self.wake.set()  # what was enqueued while we were not listening
 
@@ -129,12 +149,10 @@ class Listener(threading.Thread):
         worker does (see ``notify.py``). Set after LISTEN, so nothing is announced to no
         one; the worker then claims once for what was enqueued unannounced meanwhile."""
         if self.worker_id is not None:
-            conn.execute(
-                "UPDATE pqjobs_worker SET listening = %s WHERE worker_id = %s",
-                [listening, self.worker_id],
-            )
+            found = conn.execute(QUERIES["say_listening"], [listening, self.worker_id]).rowcount
+            self._claims_here = listening and found == 1
 
-    def _heard(self, queue: str, pid: int) -> None:
+    def _heard(self, queue: str, pid: int, conn: psycopg.Connection | None = None) -> None:
         if self.queues is not None and queue not in self.queues:
             return
         if self.on_stream is not None:
@@ -145,7 +163,13 @@ class Listener(threading.Thread):
             if self._window_count >= STREAM_NOTIFICATIONS:
                 self._pause = True
         if self.answers_now(queue, pid):
-            self.wake.set()
+            if (
+                conn is None
+                or self.claim_now is None
+                or not self._claims_here
+                or not self.claim_now(conn)
+            ):
+                self.wake.set()
         elif self._deferred_since is None:
             self._deferred_since = time.monotonic()
 

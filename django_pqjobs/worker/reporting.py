@@ -26,22 +26,19 @@ from django.db import DatabaseError, ProgrammingError, connections
 
 from .. import capacity
 from ..printable import counted
+from ..sql import queries
 from ..stats import add_totals
 from .db import reset_connection
 from .maintenance import Periodic
 from .tally import Counts, Tally
 
+QUERIES = queries("worker_reporting")
+
 logger = logging.getLogger("django_pqjobs")
 
 FINAL_REPORT_WAIT = 30.0  # seconds the last report waits for a periodic write under way
 
-_MARK_LOOP = """
-WITH marked AS (
-    UPDATE pqjobs_worker SET loop_at = now() - make_interval(secs => %s) WHERE worker_id = %s
-)
-SELECT worker_id, queues FROM pqjobs_worker
-WHERE heartbeat_at > now() - make_interval(secs => %s)
-"""
+_MARK_LOOP = QUERIES["mark_loop"]
 
 
 @dataclass(frozen=True)

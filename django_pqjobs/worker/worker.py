@@ -19,14 +19,11 @@ from django.db import DatabaseError, connections
 
 from .. import capacity, endings, options, transitions
 from ..conf import conf
-from ..context import JobContext
 from ..durations import in_words
-from ..models import Job
 from ..policies import DelaySequence
 from ..printable import counted, printable
 from ..statuses import Outcome
-from ..transitions import Fence
-from .claiming import ClaimBatch, Undecodable, claim_jobs
+from .claim_loop import ClaimLoop
 from .completer import Completer
 from .db import CONNECTION_ERRORS, reset_connection
 from .executor import Executor
@@ -36,26 +33,11 @@ from .maintenance import Intervals, Maintenance, aging_interval
 from .reconcile import Reconciler
 from .recorder import Recorder
 from .reporting import Reporter, ReportIntervals
-from .run_settings import RunSettings
 from .slots import InFlight, Slot
 from .tally import Tally
 from .watchdog import Watchdog
 
 logger = logging.getLogger("django_pqjobs")
-
-PREFETCH_WINDOW = 0.05  # seconds of work, at the recent job duration, claimed ahead
-HOLD_BACK_SCAN = 1000  # due jobs looked at per statement when held jobs block the head
-# A worker woken by NOTIFY claims at most once per this many seconds: under a stream of
-# enqueues each wake-up then claims every job that arrived meanwhile, instead of every idle
-# worker racing for each job with a claim of its own (see _coalesce).
-COALESCE_WINDOW = 0.004
-# Stream mode (see _enter_stream): how far apart the claims of all the workers serving the
-# same queues are while jobs keep coming (each worker claims every STREAM_SPACING times their
-# number, at most every STREAM_PERIOD_MAX), and how long a worker's claims may come back
-# empty before it goes back to waiting for NOTIFY.
-STREAM_SPACING = 0.010
-STREAM_PERIOD_MAX = 0.05
-STREAM_IDLE = 0.25
 
 _STOP = None  # sentinel put on the work queue to stop one executor thread
 
@@ -64,7 +46,7 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
-class Worker:
+class Worker(ClaimLoop):
     """Runs ``concurrency`` jobs at once on executor threads, each with its own DB
     connection. ``max_concurrency`` (default: ``concurrency``) threads are started: an
     operator's live setting (``capacity.py``) moves the concurrency between 1 and that.
@@ -163,6 +145,9 @@ class Worker:
         self._executors: list[threading.Thread] = []
         self._wake = threading.Event()
         self._last_claim = 0.0
+        # The claim loop waits for a NOTIFY (or its poll): the listener may claim for it
+        # (_claim_woken).
+        self._parked = False
         self._streaming = False
         self._stream_found = 0.0  # when a claim in stream mode last found jobs
         self._serving: dict[str, list[str]] = {}  # queue -> live workers that serve it
@@ -250,242 +235,13 @@ class Worker:
         )
         return 0
 
-    # --- the claim loop ------------------------------------------------------------------
-
-    def _loop(self) -> None:
-        empty_streak = 0
-        error_streak = 0
-        while not self._stopping.is_set():
-            self._loop_tick = time.monotonic()
-            capacity = self.concurrency + self._prefetch()
-            # held successes are done with their executors
-            free = capacity - len(self.in_flight) + self.completer.held
-            if self.max_jobs is not None:
-                free = min(free, self.max_jobs - self.claimed_total)
-                if free <= 0 and not self.in_flight:
-                    return
-            executors_fed = self._work.qsize() >= self.concurrency
-            batch_size = self._batch_size(free, capacity)
-            if free <= 0 or (executors_fed and free < capacity // 2):
-                self._capacity.wait(1.0)
-                self._capacity.clear()
-                continue
-            self._wake.clear()
-            self._last_claim = time.monotonic()
-            try:
-                batch = self._claim(batch_size)
-                error_streak = 0
-                self.claims += 1
-                self.empty_claims += not batch
-            except Exception as exc:
-                # The database restarting or dropping us must not kill the worker; neither
-                # may a bug here, but that one is logged with its traceback every time.
-                reset_connection(self.alias)
-                delay = self.loop_error_delays.delay(error_streak)
-                error_streak += 1
-                if isinstance(exc, DatabaseError):
-                    logger.warning(
-                        "claiming jobs failed (attempt %s); retrying in %.1f s",
-                        error_streak,
-                        delay,
-                        exc_info=error_streak == 1,
-                    )
-                else:
-                    logger.exception("unexpected error while claiming jobs")
-                self._stopping.wait(delay)
-                continue
-            if batch or batch.blocked:
-                empty_streak = 0
-                self._stream_found = time.monotonic()
-                if batch.blocked:
-                    # Held jobs at the head of the claim order: move the rest of them out
-                    # of the way at once, then claim again.
-                    self._hold_back()
-                    continue
-                if len(batch) == batch_size or self.burst:
-                    continue
-                # Fewer than asked: nothing else was due. The next NOTIFY (or the poll)
-                # brings us back; claiming again now would only find nothing.
-                if self._streaming:
-                    self._stopping.wait(self._stream_delay())
-                elif self._wake.wait(self.poll_intervals.delay(0)):
-                    self._coalesce()
-                continue
-            if self.burst:
-                if not self.in_flight:
-                    return
-                self._capacity.wait(0.5)
-                self._capacity.clear()
-                continue
-            if self._streaming:
-                if time.monotonic() - self._stream_found < STREAM_IDLE:
-                    self._stopping.wait(self._stream_delay())
-                    continue
-                self._leave_stream()
-            delay = self.poll_intervals.delay(empty_streak)
-            empty_streak += 1
-            if self._wake.wait(delay):
-                empty_streak = 0
-                self._coalesce()
-
-    def _enter_stream(self) -> None:
-        """The listener hears a stream of NOTIFY (and has stopped listening): claim every
-        few milliseconds instead, each claim taking what arrived meanwhile (see
-        :meth:`_stream_delay`).
-
-        PostgreSQL delivers every notification to every listening connection; under a
-        stream of enqueues that delivery, times the workers listening, cost more than
-        the enqueues themselves (measured: the same workers polling on a short interval
-        let the enqueuers run 2-4 times faster than listening ones). A worker in stream
-        mode goes back to LISTEN once its claims have found nothing for ``STREAM_IDLE``.
-        """
-        self._stream_found = time.monotonic()
-        self._streaming = True
-        self._wake.set()
-
-    def _stream_delay(self) -> float:
-        """Seconds until this worker's next claim in stream mode.
-
-        The workers that serve the same queues take turns: each claims once per period, at
-        its own offset within it (its place among them, on the wall clock, which hosts
-        share), so together they claim every ``STREAM_SPACING`` seconds. A job waits about
-        half that for a claim, however many workers there are, and the claims, spread
-        evenly, each take every job that arrived since the one before. Workers that all
-        claimed every few milliseconds on their own sent most claims in bunches, each
-        taking a job or two for the full price of a claim and a completion.
-        """
-        place, count = self._stream_turn
-        period = min(STREAM_SPACING * count, STREAM_PERIOD_MAX)
-        offset = period * place / count
-        return period - (time.time() - offset) % period
-
-    def _leave_stream(self) -> None:
-        self._streaming = False
-        if self.listener is not None:
-            self.listener.resume()
-
-    def answers_now(self, queue: str, pid: int) -> bool:
-        """Whether this worker is the one to wake at once for a NOTIFY about ``queue`` sent
-        by server process ``pid`` (see ``listener.py``). Until it knows its peers (and when
-        it is not among them yet) it answers every notification."""
-        serving = self._serving.get(queue)
-        if serving is None:
-            peers = self._peers
-            serving = sorted(w for w, queues in peers if queues is None or queue in queues)
-            self._serving[queue] = serving
-        if self.worker_id not in serving:
-            return True
-        return serving[pid % len(serving)] == self.worker_id
-
-    def _set_peers(self, peers: list[tuple[str, list[str] | None]]) -> None:
-        """The live workers and their queues (from the reporting thread)."""
-        self._peers = peers
-        self._serving = {}
-        mine = None if not self.queues else set(self.queues)
-        sharing = sorted(
-            w
-            for w, queues in peers
-            if w == self.worker_id or mine is None or queues is None or mine & set(queues)
-        )
-        if self.worker_id in sharing:
-            self._stream_turn = (sharing.index(self.worker_id), len(sharing))
-
-    def _coalesce(self) -> None:
-        """Woken by NOTIFY: claim at once if the last claim was a while ago (an isolated
-        enqueue waits for nothing), else wait out the rest of ``COALESCE_WINDOW``.
-
-        Every idle worker hears every NOTIFY. Claiming once per notification made M workers
-        send M claims per enqueued job, most of them finding nothing (another worker had
-        taken the job), which under a stream of enqueues left the database more busy
-        claiming than enqueueing. Within the window the notifications pile up and one
-        claim takes every job they announced.
-        """
-        wait = self._last_claim + COALESCE_WINDOW - time.monotonic()
-        if wait > 0:
-            self._stopping.wait(wait)
-
-    def _hold_back(self) -> None:
-        try:
-            while (
-                transitions.hold_back(self.alias, self.queues, HOLD_BACK_SCAN, self.min_priority)
-                >= HOLD_BACK_SCAN // 2
-            ):
-                if self._stopping.is_set():
-                    return
-        except DatabaseError:
-            reset_connection(self.alias)  # the claim loop reports errors; this is optional
-
-    def _prefetch(self) -> int:
-        """How many jobs to claim beyond the free executors.
-
-        Enough to keep the executors busy for ``PREFETCH_WINDOW`` at the recent job
-        duration, so short jobs are claimed in batches; none for jobs that take longer than
-        the window, which would otherwise wait here while another worker sits idle.
-        """
-        average = self._average_job_seconds
-        if not self.prefetch_max or average is None:
-            return 0
-        wanted = self.concurrency * PREFETCH_WINDOW / max(average, 1e-5)
-        return min(self.prefetch_max, int(wanted))
-
-    def _batch_size(self, free: int, capacity: int) -> int:
-        """Claim in half-capacity batches: the next batch is claimed while the previous
-        one runs and is recorded, so claiming and completing overlap instead of taking
-        turns."""
-        return min(free, max(self.concurrency, capacity // 2))
-
-    def _observe(self, seconds: float) -> None:
-        average = self._average_job_seconds
-        self._average_job_seconds = seconds if average is None else average * 0.9 + seconds * 0.1
-
-    def _claim(self, batch_size: int) -> ClaimBatch:
-        """Claim up to ``batch_size`` jobs and hand them to the executors."""
-        with self._registering:
-            batch = claim_jobs(
-                self.alias, self.worker_id, self.queues, batch_size, self.min_priority
-            )
-            self._dispatch(batch)
-        return batch
-
-    def _registered(self, timeout: float) -> bool:
-        """Wait until every claim that has committed is in ``in_flight`` (False: a claim
-        was still on its way after ``timeout`` seconds)."""
-        if not self._registering.acquire(timeout=timeout):
-            return False
-        self._registering.release()
-        return True
+    # --- claim loop callbacks ---------------------------------------------------------
 
     def _reconciled(self, released: list[transitions.Unheld]) -> None:
         """The reconcile gave back attempts: count them with the attempts released."""
         with self._counts_lock:
             self.outcomes["released"] = self.outcomes.get("released", 0) + len(released)
         self.tally.add_all([(job.job_type, job.queue, "released", 0) for job in released])
-
-    def _dispatch(self, batch: ClaimBatch) -> None:
-        if batch.jobs:
-            settings = RunSettings.read()
-            slots = [self._slot(job, batch.tids.get(job.id), settings) for job in batch.jobs]
-            self.in_flight.add_all(slots)  # before any executor can finish one
-            if self.reconciler.since is None and batch.jobs[0].locked_at is not None:
-                self.reconciler.claimed(batch.jobs[0].locked_at)
-            self.claimed_total += len(slots)
-            for slot in slots:
-                if slot.job.cancel_requested_at is not None:
-                    slot.ctx.request_cancel()
-                self._work.put(slot)
-        for row in batch.undecodable:
-            self._fail_undecodable(row)
-
-    def _slot(self, job: Job, tid: str | None = None, settings: RunSettings | None = None) -> Slot:
-        ctx = JobContext(job=job, worker_id=self.worker_id, attempt=job.attempts, using=self.alias)
-        return Slot(job=job, ctx=ctx, fence=Fence.of(job, tid), settings=settings)
-
-    def _fail_undecodable(self, row: Undecodable) -> None:
-        """A claimed row that could not be read fails at once; the others run."""
-        slot = self._slot(row.job())
-        self.in_flight.add(slot)
-        self.claimed_total += 1
-        self.completer.submit(slot, row.verdict())
 
     # --- executor threads ----------------------------------------------------------------
 
@@ -607,6 +363,7 @@ class Worker:
                 last_claim=lambda: self._last_claim,
                 on_stream=self._enter_stream,
                 worker_id=self.worker_id,
+                claim_now=self._claim_woken,
             )
             self.listener.start()
         self.maintenance = Maintenance(
@@ -648,6 +405,8 @@ class Worker:
 
     def _shutdown(self) -> None:
         self._stopping.set()
+        with self._registering:
+            pass  # a claim under way (the listener's) has put its jobs on the queue
         self._release_unstarted()
         deadline = time.monotonic() + self.shutdown_timeout
         self._give_up_at = deadline + 5

@@ -111,9 +111,9 @@ def test_the_reconcile_never_gives_back_a_job_the_worker_runs(
     reconcile waits for the claim's jobs to be in the slots before it compares, so none is
     given back, and every job runs once (a second run of tests.effect breaks its unique key
     and fails)."""
-    from django_pqjobs.worker import worker as worker_module
+    from django_pqjobs.worker import claim_loop
 
-    claim_jobs = worker_module.claim_jobs
+    claim_jobs = claim_loop.claim_jobs
 
     def slow_claim(*args, **kwargs):
         batch = claim_jobs(*args, **kwargs)
@@ -121,7 +121,7 @@ def test_the_reconcile_never_gives_back_a_job_the_worker_runs(
             time.sleep(0.02)  # committed, not yet in the slots
         return batch
 
-    monkeypatch.setattr(worker_module, "claim_jobs", slow_claim)
+    monkeypatch.setattr(claim_loop, "claim_jobs", slow_claim)
     settings.PQJOBS = {**settings.PQJOBS, "RECONCILE_INTERVAL": 0.01}
     total = 800
     worker = worker_factory(concurrency=4, worker_id="w-drain", stale_timeout=600)

@@ -3,16 +3,18 @@ interval instead of listening while a stream of enqueues lasts."""
 
 from __future__ import annotations
 
+import threading
 import time
 
+import psycopg
 import pytest
 
 from django_pqjobs import enqueue_job
-from django_pqjobs.models import Job
+from django_pqjobs.models import Job, WorkerRecord
 from django_pqjobs.policies import make_delays
+from django_pqjobs.worker import claim_loop
 from django_pqjobs.worker import completer as completer_module
 from django_pqjobs.worker import listener as listener_module
-from django_pqjobs.worker import worker as worker_module
 from django_pqjobs.worker.worker import Worker
 from tests.helpers import wait_for, wait_status
 
@@ -79,6 +81,83 @@ def test_held_successes_do_not_hold_up_the_next_claim(
     assert time.monotonic() - began < 60
 
 
+def _claims_by_thread(worker: Worker) -> list[tuple[str, bool, list[int]]]:
+    """Record each claim: (its thread, whether on a connection of its own, the job ids)."""
+    seen: list[tuple[str, bool, list[int]]] = []
+    claim = worker._claim_locked
+
+    def recorded(batch_size, connection=None):  # type: ignore[no-untyped-def]
+        batch = claim(batch_size, connection)
+        seen.append(
+            (threading.current_thread().name, connection is not None, [j.id for j in batch.jobs])
+        )
+        return batch
+
+    worker._claim_locked = recorded  # type: ignore[method-assign]
+    return seen
+
+
+def test_an_idle_worker_claims_on_the_listeners_connection(worker_factory):
+    """An idle worker's listener claims the job it heard of itself, on the connection that
+    heard it: the claim loop's thread is not woken for it (one wait for a core, and one
+    server process woken, fewer on every job an idle worker starts)."""
+    worker = worker_factory(queues=["direct"], poll_intervals=SLOW_POLL)
+    seen = _claims_by_thread(worker)
+    for n in range(3):
+        wait_for(lambda: worker._parked, timeout=WOKEN_WITHIN)
+        job_id = enqueue_job("tests.noop", {"n": n}, queue="direct")
+        wait_status(job_id, "done", timeout=WOKEN_WITHIN)
+        claimed = [(thread, own) for thread, own, ids in seen if job_id in ids]
+        assert claimed == [("pqjobs-listener", True)], seen
+
+
+def test_a_failed_claim_on_the_listener_leaves_the_job_to_the_claim_loop(
+    worker_factory, monkeypatch
+):
+    """The listener's claim failing (its connection lost, say) does not lose the
+    notification: the claim loop is woken and claims the job, long before its poll."""
+    claim_jobs = claim_loop.claim_jobs
+
+    def failing_on_the_listener(*args, connection=None, **kwargs):  # type: ignore[no-untyped-def]
+        if connection is not None:
+            raise psycopg.OperationalError("the listener's connection was lost")
+        return claim_jobs(*args, **kwargs)
+
+    monkeypatch.setattr(claim_loop, "claim_jobs", failing_on_the_listener)
+    worker = worker_factory(queues=["fallback"], poll_intervals=SLOW_POLL)
+    seen = _claims_by_thread(worker)
+    wait_for(lambda: worker._parked, timeout=WOKEN_WITHIN)
+    started = time.monotonic()
+    job_id = enqueue_job("tests.noop", queue="fallback")
+    wait_status(job_id, "done", timeout=WOKEN_WITHIN)
+    assert time.monotonic() - started < WOKEN_WITHIN
+    assert [thread for thread, _, ids in seen if job_id in ids] == ["pqjobs-worker"], seen
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "second"])
+def test_a_listener_on_another_database_claims_nothing_there(worker_factory, settings):
+    """LISTEN_DATABASE may reach another database than the worker's (``run_jobs
+    --database``): its listener hears the jobs enqueued there, and must not claim them."""
+    settings.PQJOBS = {**settings.PQJOBS, "LISTEN_DATABASE": "default"}
+    # a worker listening on default, so that enqueues there notify
+    WorkerRecord.objects.create(worker_id="listens-here", listening=True)
+    worker = worker_factory(database="second", queues=["elsewhere"], poll_intervals=SLOW_POLL)
+    assert worker.listener is not None
+    heard = threading.Event()
+    hear = worker.listener._heard
+
+    def heard_it(*args):  # type: ignore[no-untyped-def]
+        hear(*args)
+        heard.set()
+
+    worker.listener._heard = heard_it  # type: ignore[method-assign]
+    wait_for(lambda: worker._parked, timeout=WOKEN_WITHIN)
+    job_id = enqueue_job("tests.noop", queue="elsewhere")  # on default
+    assert heard.wait(WOKEN_WITHIN), "the listener did not hear the job"
+    time.sleep(0.5)
+    assert Job.objects.get(pk=job_id).status == "ready"
+
+
 def test_each_notification_wakes_its_designated_worker_at_once(worker_factory):
     first = worker_factory(worker_id="wake-a", queues=["w"], poll_intervals=SLOW_POLL)
     second = worker_factory(worker_id="wake-b", queues=["w"], poll_intervals=SLOW_POLL)
@@ -106,13 +185,13 @@ def test_workers_in_a_stream_take_turns_claiming(monkeypatch):
     peers.append(("turn-elsewhere", ["other"]))  # serves another queue: not in the turns
     workers = [Worker(worker_id=name, queues=["q"]) for name in names]
     now = 1_732_500_000.123
-    monkeypatch.setattr(worker_module.time, "time", lambda: now)
+    monkeypatch.setattr(claim_loop.time, "time", lambda: now)
     alone = workers[0]._stream_delay()  # before its peers are known: on its own
-    assert 0 < alone <= worker_module.STREAM_SPACING
+    assert 0 < alone <= claim_loop.STREAM_SPACING
     for worker in workers:
         worker._set_peers(peers)
     assert [w._stream_turn for w in workers] == [(1, 3), (0, 3), (2, 3)]
-    period = 3 * worker_module.STREAM_SPACING
+    period = 3 * claim_loop.STREAM_SPACING
     for worker in workers:
         place, _ = worker._stream_turn
         delay = worker._stream_delay()
@@ -122,4 +201,4 @@ def test_workers_in_a_stream_take_turns_claiming(monkeypatch):
         assert (cycles - round(cycles)) * period == pytest.approx(0, abs=1e-6)
     many = Worker(worker_id="turn-m", queues=["q"])
     many._set_peers([(f"turn-{n:02}", None) for n in range(30)] + [("turn-m", ["q"])])
-    assert 0 < many._stream_delay() <= worker_module.STREAM_PERIOD_MAX  # capped
+    assert 0 < many._stream_delay() <= claim_loop.STREAM_PERIOD_MAX  # capped

@@ -17,13 +17,11 @@ from tests.helpers import ROOT
 PACKAGE = ROOT / "django_pqjobs"
 
 # Modules still allowed to hold SQL statements in Python strings; this list only shrinks.
-# Being changed by other work (issue 41) at the time: worker/, fairness.py. The
-# loader itself (sql/). Statements around a name only known at run time or an expression
-# the module shares: a setting put back (testing.py), the LISTEN of a channel (waiting.py),
-# the advisory lock of a workflow's signals (transitions/workflows.py, workflows.py).
+# The loader itself (sql/). Statements around a name only known at run time or an
+# expression the module shares: a setting put back (testing.py), the LISTEN of a channel
+# (waiting.py), the advisory lock of a workflow's signals (transitions/workflows.py,
+# workflows.py).
 ALLOWED = (
-    "worker/",
-    "fairness.py",
     "sql/",
     "testing.py",
     "waiting.py",

@@ -23,10 +23,12 @@
 -- flow control holds move to blocked, and the first p_limit of those that may start are
 -- claimed. p_scan looks further than p_limit: with p_limit 0, the worker moves held jobs
 -- out of the head of the claim order without claiming any (after a claim met some). Each
--- row: the claimed job, its columns named as the job's fields (the one declaration of a
--- claimed row: worker/claiming.py builds the Job by these names; row_tid is where the row
--- lies), then how many due jobs the claim moved to blocked. The claim commits without
--- waiting for its WAL flush (at-least-once allows it).
+-- row: the claimed job, its columns named as the job's fields (RETURNS TABLE below is the
+-- one declaration of a claimed row, and the SELECT at the end the one place that fills it,
+-- for both the usual claim and the full one: worker/claiming.py builds the Job by these
+-- names; row_tid is where the row lies), then how many due jobs the claim moved to blocked
+-- (a claim that held some and claimed none returns one row of NULLs but that count). The
+-- claim commits without waiting for its WAL flush (at-least-once allows it).
 CREATE OR REPLACE FUNCTION :"schema".pqjobs_claim(
     p_worker text,
     p_limit integer,
@@ -96,6 +98,8 @@ DECLARE
     picked tid[];
     picked_ids bigint[];
     flow boolean;
+    claimed tid[];  -- where the claimed rows lie now, in claim order
+    held bigint := 0;  -- how many due jobs flow control moved to blocked
 BEGIN
     -- At-least-once allows it: a claim lost in a server crash leaves its jobs ready to
     -- run again; each job itself was committed durably when it was enqueued.
@@ -154,7 +158,7 @@ BEGIN
                             WHERE j.shelf = 'hot' AND j.ctid = ANY(picked))) THEN
         -- The rows the scan above locked, where it found them (a TID scan: locked by this
         -- transaction, they cannot have moved).
-        RETURN QUERY EXECUTE $full$WITH picked AS (
+        EXECUTE $full$WITH picked AS (
             SELECT j.id, j.queue, j.job_type, j.priority, j.run_after, j.concurrency_key,
                    j.concurrency_limit, j.rate_key, u.pos
             FROM unnest($3) WITH ORDINALITY AS u(place, pos)
@@ -240,7 +244,7 @@ BEGIN
                 locked_by = $1, heartbeat_at = now(), updated_at = now(), fair_turn = NULL
             FROM go
             WHERE j.shelf = 'hot' AND j.id = go.id
-            RETURNING j.*, j.ctid AS row_tid, go.ord AS claim_order
+            RETURNING j.ctid AS row_tid, go.ord AS claim_order
         ), held AS (
             -- Jobs that may not start now leave the claim order (and its index) until what holds
             -- them clears, so no later claim walks over them again.
@@ -255,41 +259,47 @@ BEGIN
               AND n.id NOT IN (SELECT id FROM busy)
             RETURNING j.id
         )
-        SELECT id, job_type, queue, payload::text, priority, attempts, max_attempts,
-               timeout_seconds, dedupe_key, parent_id, schedule_id, last_error, error_type,
-               result::text, duration_ms, progress::text,
-               extract(epoch FROM run_after)::float8, extract(epoch FROM locked_at)::float8,
-               extract(epoch FROM created_at)::float8, extract(epoch FROM finished_at)::float8,
-               extract(epoch FROM cancel_requested_at)::float8,
-               extract(epoch FROM started_at)::float8, concurrency_key, concurrency_limit,
-               rate_key, rate_limit, rate_period, trace_context::text, retried_from, batch_id,
-               callback_of_id, waiting_for, on_dependency_failure, has_dependents, waited_on,
-               extract(epoch FROM unique_until)::float8, unique_states,
-               extract(epoch FROM expires_at)::float8, sequence_key, payload_version,
-               fair_key, row_tid::text, held.n
-        FROM (SELECT count(*) AS n FROM held) AS held LEFT JOIN claimed ON true
-        ORDER BY claim_order$full$
+        SELECT (SELECT array_agg(row_tid ORDER BY claim_order) FROM claimed),
+               (SELECT count(*) FROM held)$full$
+            INTO claimed, held
             USING p_worker, p_limit, picked;
-        RETURN;
-    END IF;
-    IF p_limit < 1 THEN
+        IF claimed IS NULL THEN
+            IF held > 0 THEN
+                blocked_count := held;
+                RETURN NEXT;  -- the one row of NULLs but the count
+            END IF;
+            RETURN;
+        END IF;
+    ELSIF p_limit < 1 THEN
         RETURN;  -- nothing flow control holds, and nothing to claim
-    END IF;
-    -- The usual claim. The picked rows are locked by this transaction, so they are still
-    -- where the scan found them: claimed there, by a TID scan, the one plan left (no index
-    -- applies to the statement, sequential scans are off). Planned once per session, it must
-    -- not depend on the planner's statistics, which for a queue table are often those of an
-    -- empty table: by primary key, the plan made then read a whole index once the table had
-    -- grown. (Planner settings are left alone: triggers run under them too.)
-    picked := picked[1:p_limit];
-    RETURN QUERY
-        WITH claimed AS (
+    ELSE
+        -- The usual claim. The picked rows are locked by this transaction, so they are
+        -- still where the scan found them: claimed there, by a TID scan, the one plan left
+        -- (no index applies to the statement, sequential scans are off). Planned once per
+        -- session, it must not depend on the planner's statistics, which for a queue table
+        -- are often those of an empty table: by primary key, the plan made then read a
+        -- whole index once the table had grown. (Planner settings are left alone: triggers
+        -- run under them too.)
+        picked := picked[1:p_limit];
+        WITH c AS (
             UPDATE :"schema".pqjobs_job AS j
             SET status = 'running', attempts = j.attempts + 1, locked_at = now(),
                 locked_by = p_worker, heartbeat_at = now(), updated_at = now(), fair_turn = NULL
             WHERE j.shelf = 'hot' AND j.ctid = ANY(picked)
-            RETURNING j.*, j.ctid AS row_tid
+            RETURNING j.ctid AS row_tid, j.id AS job_id
         )
+        -- in the order of the scan (fair turns among the rest)
+        SELECT array_agg(c.row_tid ORDER BY u.pos) INTO claimed
+        FROM c JOIN unnest(picked_ids) WITH ORDINALITY AS u(job_id, pos)
+             ON u.job_id = c.job_id;
+        IF claimed IS NULL THEN
+            RETURN;
+        END IF;
+    END IF;
+    -- The claimed rows, read where the claim left them (a TID scan: locked by this
+    -- transaction, they cannot have moved since), in claim order: the one SELECT that fills
+    -- a claimed row, for either claim.
+    RETURN QUERY
         SELECT id, job_type, queue, payload::text, priority, attempts, max_attempts,
                timeout_seconds, dedupe_key, parent_id, schedule_id, last_error, error_type,
                result::text, duration_ms, progress::text,
@@ -301,10 +311,10 @@ BEGIN
                callback_of_id, waiting_for, on_dependency_failure, has_dependents, waited_on,
                extract(epoch FROM unique_until)::float8, unique_states,
                extract(epoch FROM expires_at)::float8, sequence_key, payload_version,
-               fair_key, row_tid::text, 0::bigint
-        -- in the order of the scan (fair turns among the rest)
-        FROM claimed JOIN unnest(picked_ids) WITH ORDINALITY AS u(job_id, pos)
-             ON u.job_id = claimed.id
+               fair_key, j.ctid::text, held
+        FROM :"schema".pqjobs_job AS j
+        JOIN unnest(claimed) WITH ORDINALITY AS u(place, pos) ON j.ctid = u.place
+        WHERE j.shelf = 'hot' AND j.ctid = ANY(claimed)
         ORDER BY u.pos;
 END
 $$;
