@@ -22,6 +22,7 @@ from django.db.models.functions import Now
 from django_pqjobs import JobGraph, batch, enqueue_job
 from django_pqjobs.models import Job
 from django_pqjobs.testing import drain
+from tests.helpers import bound
 
 from .test_admin_browser import logged_in_page, sync_api  # noqa: F401 (a fixture)
 
@@ -46,7 +47,7 @@ def in_thread(change: Callable[[], object]) -> None:
 
     thread = threading.Thread(target=run)
     thread.start()
-    thread.join(30)
+    thread.join(bound(30))
     assert not thread.is_alive() and not failures, failures
 
 

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, bound
 
 ROWS = int(os.environ.get("PQJOBS_HISTORY_MIGRATION_ROWS", "1000000"))
 
@@ -70,7 +70,7 @@ def _manage(database: str, *args: str) -> str:
         },
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=bound(900),
     )
     assert done.returncode == 0, f"{args}:\n{done.stdout}{done.stderr}"
     return done.stdout

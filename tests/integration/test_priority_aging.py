@@ -393,9 +393,9 @@ def test_a_stream_of_high_priority_jobs_starves_a_low_one_only_without_aging():
     low = enqueue_job("tests.echo", {"n": "low"}, queue=STREAM_QUEUE, priority=0)
     args = ("--concurrency", "1", "--queue", STREAM_QUEUE)
     with run_jobs(*args) as worker:  # no aging: tests.settings
-        wait_for(lambda: streamed_for(0.5) and stream_done() > 0, timeout=60)
+        wait_for(lambda: streamed_for(0.5) and stream_done() > 0)
         stream(time.monotonic() + 4)
-        wait_for(lambda: streamed_for(0.5) and stream_done() >= 10, timeout=60)
+        wait_for(lambda: streamed_for(0.5) and stream_done() >= 10)
         starved = Job.objects.get(pk=low)
         assert (starved.status, starved.priority) == ("ready", 0)
         worker.signal(signal.SIGTERM)

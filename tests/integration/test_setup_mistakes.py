@@ -31,7 +31,7 @@ from django_pqjobs import (
     schema,
 )
 from django_pqjobs.models import Job
-from tests.helpers import ROOT
+from tests.helpers import ROOT, bound
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -139,7 +139,7 @@ def django_process(args: list[str], **env: str) -> subprocess.CompletedProcess[s
         env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", **env},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=bound(60),
     )
 
 

@@ -293,7 +293,7 @@ def storm(seconds: float, **options: object) -> list[Exception]:
 def test_eight_enqueuers_and_four_workers_make_one_job_per_key_and_window(options):
     with run_jobs("--concurrency", "4"):
         errors = storm(2.5, **options)
-        wait_for(lambda: not Job.objects.exclude(status="done").exists(), timeout=30)
+        wait_for(lambda: not Job.objects.exclude(status="done").exists())
     assert errors == []
     rows = list(Job.objects.values_list("dedupe_key", "unique_until", "status"))
     per_window = Counter((key, until) for key, until, _ in rows)
