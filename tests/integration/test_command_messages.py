@@ -39,7 +39,10 @@ def live_worker(worker_id: str, started: int | None, most: int | None, now: int)
 
 @pytest.mark.slow
 def test_a_worker_records_the_bounds_of_its_concurrency_and_the_command_says_what_it_runs():
-    with run_jobs("--concurrency", "2", "--max-concurrency", "3", "--worker-id", "main"):
+    with run_jobs(
+        "--concurrency", "2", "--max-concurrency", "3", "--worker-id", "main",
+        DJANGO_SETTINGS_MODULE="tests.settings_fast_heartbeat",  # its row follows in 1 s
+    ):  # fmt: skip
         record = wait_for(lambda: WorkerRecord.objects.filter(pk="main").first())
         assert (record.started_concurrency, record.max_concurrency) == (2, 3)
 
