@@ -30,7 +30,7 @@ from django_pqjobs.models import Job
 from django_pqjobs.registry import registry
 from django_pqjobs.tasks.options import task_options
 from django_pqjobs.testing import drain
-from tests.helpers import ROOT, run_jobs, wait_for
+from tests.helpers import ROOT, bound, run_jobs, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -277,7 +277,7 @@ def storm(seconds: float, **options: object) -> list[Exception]:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(seconds + 30)
+        thread.join(seconds + bound(30))
     return errors
 
 
