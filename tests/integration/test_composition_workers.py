@@ -102,13 +102,10 @@ def test_a_dependency_whose_worker_is_killed_is_rescued_and_its_dependent_then_r
 def test_wait_for_returns_the_result_soon_after_the_finish_commits(worker_factory):
     job_id = enqueue_job("tests.sleep", {"seconds": 0.5})
     worker_factory(concurrency=1)
-    began = time.monotonic()
-    result = wait_for(job_id, timeout=bound(), poll_interval=60)
-    waited = time.monotonic() - began
+    # Woken by NOTIFY: the fallback poll (an hour) comes long after the wait's bound.
+    result = wait_for(job_id, timeout=bound(), poll_interval=3600)
     finished_at = Job.objects.get(pk=job_id).finished_at
     assert result["slept"] == 0.5
-    # Woken by NOTIFY, not by the 60 s fallback poll (a loaded machine may take seconds).
-    assert waited < 30, waited
     assert finished_at is not None
 
 
@@ -118,7 +115,7 @@ def test_wait_for_is_woken_by_the_notification_not_the_poll():
 
     def waiter() -> None:
         try:
-            wait_for(job_id, timeout=bound(30), poll_interval=30)
+            wait_for(job_id, timeout=bound(), poll_interval=3600)
             woke.append(time.monotonic())
         finally:
             connections.close_all()
@@ -126,11 +123,9 @@ def test_wait_for_is_woken_by_the_notification_not_the_poll():
     thread = threading.Thread(target=waiter)
     thread.start()
     wait_until(lambda: Job.objects.get(pk=job_id).waited_on)
-    finished = time.monotonic()
     Job.objects.filter(pk=job_id).update(status="done", result={"x": 1})
     thread.join(bound(30))
-    assert woke, "wait_for did not return"
-    assert woke[0] - finished < 15  # ~ms in practice; the poll would take 30 s
+    assert woke, "wait_for did not return"  # ~ms in practice; the poll would take an hour
 
 
 def test_wait_for_raises_for_failed_and_cancelled_jobs_and_unknown_ids():
@@ -162,7 +157,7 @@ def test_wait_for_times_out_and_refuses_to_run_inside_a_transaction():
     began = time.monotonic()
     with pytest.raises(WaitTimeout, match=f"job #{job_id} did not finish within 0.3 s"):
         wait_for(job_id, timeout=0.3)
-    assert 0.25 < time.monotonic() - began < 30  # the upper bound only catches a hang
+    assert 0.25 < time.monotonic() - began < bound(30)  # the upper bound only catches a hang
     with pytest.raises(InvalidJobOption, match=r"inside transaction\.atomic"), transaction.atomic():
         wait_for(job_id, timeout=1)
 
