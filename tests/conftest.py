@@ -17,6 +17,7 @@ from django.db import connection
 from django_pqjobs.notify import CHANNEL as NOTIFY_CHANNEL
 
 from . import fast_flush
+from .helpers import bound
 
 fast_flush.install()
 
@@ -56,9 +57,9 @@ def worker_factory() -> Iterator[Callable[..., Any]]:
         options.setdefault("shutdown_timeout", 2)
         worker = Worker(**options)
         thread = worker.run_in_thread()
-        assert worker.started.wait(60), "worker did not start"
+        assert worker.started.wait(bound()), "worker did not start"
         if worker.listener is not None:
-            worker.listener.listening.wait(30)
+            worker.listener.listening.wait(bound(30))
         started.append((worker, thread))
         return worker
 
@@ -66,7 +67,7 @@ def worker_factory() -> Iterator[Callable[..., Any]]:
     for worker, _thread in started:
         worker.stop()
     for worker, thread in started:
-        thread.join(timeout=worker.shutdown_timeout + 10)
+        thread.join(timeout=bound(worker.shutdown_timeout + 10))
         assert not thread.is_alive(), f"worker {worker.worker_id} did not stop"
 
 
@@ -87,3 +88,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             weight[module] = max(weight.get(module, 0.0), float(marker.kwargs.get("seconds", 0)))
     # stable: the rest keep their collection order
     items.sort(key=lambda item: -weight.get(item.nodeid.split("::")[0], -1.0))
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Stretch the hang guard (pyproject's ``timeout``, or a test's own ``timeout`` marker)
+    like every wait of the tests (``helpers.bound``): a hang guard sized for a quiet
+    machine would fail a test that merely ran slowly beside a second suite. Runs before
+    pytest-timeout reads the marker."""
+    marker = item.get_closest_marker("timeout")
+    seconds = (
+        marker.args[0] if marker is not None and marker.args else item.config.getini("timeout")
+    )
+    if seconds:
+        item.add_marker(pytest.mark.timeout(bound(float(seconds))), append=False)
+    yield

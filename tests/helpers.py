@@ -29,21 +29,42 @@ from django_pqjobs.models import Job
 ROOT = Path(__file__).resolve().parents[1]
 
 
-# How long a condition may take before the test fails. Generous: a machine running two copies
-# of the suite on two cores takes seconds for what takes milliseconds on a quiet one; a
+# How long a condition may take before the test fails, on a quiet machine. Generous: a
 # condition that holds returns at once, so only a failing test waits this long.
 WAIT = 60.0
 
 
+def load_factor() -> float:
+    """How many times slower than a quiet machine this one runs now: the 1-minute load
+    average per core (at least 1, at most 20). Two copies of the suite on two cores run at
+    load 18-29: Django then takes 20-60 s to start where it takes 1 s on a quiet machine."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average here
+        return 1.0
+    return min(20.0, max(1.0, load / (os.cpu_count() or 1)))
+
+
+def bound(seconds: float = WAIT) -> float:
+    """The one place that stretches every wait of the tests: ``seconds`` on a quiet machine
+    becomes ``seconds`` x ``$PQJOBS_TEST_WAIT_SCALE`` (default 1, for a machine slower than
+    load shows) x :func:`load_factor` at the moment of the call. Every wait for a
+    subprocess, a thread or a condition takes its time from here (``wait_for`` and
+    ``wait_status`` call it), so a busy machine fails no test that merely ran slowly."""
+    return seconds * float(os.environ.get("PQJOBS_TEST_WAIT_SCALE", "1")) * load_factor()
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float = WAIT, interval: float = 0.05) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail the test at ``timeout``."""
-    deadline = time.monotonic() + timeout
+    """Poll ``predicate`` until it returns something truthy; fail the test after ``timeout``
+    seconds of a quiet machine (stretched by :func:`bound`)."""
+    limit = bound(timeout)
+    deadline = time.monotonic() + limit
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
+            raise AssertionError(f"condition not met within {limit:.0f} s")
         time.sleep(interval)
 
 
@@ -98,8 +119,10 @@ class WorkerProcess:
         """The exit status, or None while the process runs."""
         return self.process.poll()
 
-    def wait(self, timeout: float) -> int:
-        return self.process.wait(timeout)
+    def wait(self, timeout: float = WAIT) -> int:
+        """The exit status, waiting at most ``timeout`` seconds of a quiet machine
+        (stretched by :func:`bound`)."""
+        return self.process.wait(bound(timeout))
 
     def output(self) -> str:
         self.log.flush()
@@ -112,7 +135,7 @@ class WorkerProcess:
             for pid in [*_children_of(self.process.pid), self.process.pid]:
                 with suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-            self.process.wait(10)
+            self.process.wait(bound(10))
         self.log.close()
 
 

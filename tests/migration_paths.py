@@ -26,7 +26,7 @@ import psycopg
 from django.core.management import call_command
 from django.db import connection, connections
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, bound
 
 SQUASH = "0001_squashed_0025_fair_claiming"
 
@@ -140,7 +140,7 @@ def schema(database: str) -> list[str]:
         [dump, "--schema-only", "--dbname", info],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=bound(60),
         env=env,
     )
     assert done.returncode == 0, f"pg_dump of {database} failed"

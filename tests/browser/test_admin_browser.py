@@ -26,6 +26,7 @@ from django.utils import timezone
 from django_pqjobs import batch, enqueue_job
 from django_pqjobs.models import Job, JobAttempt, WorkerRecord
 from django_pqjobs.testing import drain
+from tests.helpers import bound
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -94,8 +95,9 @@ def test_operator_retries_a_failed_job_and_sees_it_done(
         )
         try:
             page = context.new_page()
-            page.set_default_timeout(15_000)
+            page.set_default_timeout(bound(15) * 1000)
             expect = sync_api.expect
+            expect.set_options(timeout=bound(5) * 1000)
 
             page.goto(f"{live_server.url}/admin/login/?next=/admin/django_pqjobs/job/")
             page.fill("#id_username", "oncall")
@@ -173,7 +175,8 @@ def logged_in_page(sync_api, playwright, tmp_path, live_server, **options):
         **options,
     )
     page = context.new_page()
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(bound(15) * 1000)  # and every expectation, stretched by the load
+    sync_api.expect.set_options(timeout=bound(5) * 1000)
     page.goto(f"{live_server.url}/admin/login/?next=/admin/")
     page.fill("#id_username", "oncall")
     page.fill("#id_password", "pw-oncall")

@@ -19,7 +19,7 @@ from django_pqjobs.models import Job, JobAttempt, OperatorAction, WorkerRecord
 from django_pqjobs.worker import worker as worker_module
 from django_pqjobs.worker.claiming import claim_jobs
 from django_pqjobs.worker.listener import Listener
-from tests.helpers import make_user, wait_for
+from tests.helpers import bound, make_user, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -315,7 +315,7 @@ def test_a_stopped_embedded_worker_leaves_the_dashboard_at_once(operator, monkey
     class SlowListener(Listener):
         def run(self) -> None:
             super().run()
-            listener_may_end.wait(10)
+            listener_may_end.wait(bound(10))
 
     monkeypatch.setattr(worker_module, "Listener", SlowListener)
     worker = start_embedded_worker(concurrency=1, listen=True)
@@ -332,7 +332,7 @@ def test_a_stopped_embedded_worker_leaves_the_dashboard_at_once(operator, monkey
     finally:
         listener_may_end.set()
         worker.stop()
-        worker.thread.join(15)
+        worker.thread.join(bound(15))
     assert not worker.thread.is_alive()
 
 

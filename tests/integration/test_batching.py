@@ -41,7 +41,7 @@ def test_one_failing_job_in_a_batch_of_successes(worker_factory):
     bad = enqueue_job("tests.permanent")
     more = enqueue_many("tests.noop", [{}] * 150)
     worker_factory(concurrency=2)
-    wait_for(lambda: not Job.objects.active().exists(), timeout=30)
+    wait_for(lambda: not Job.objects.active().exists())
     assert Job.objects.filter(pk__in=ids + more, status="done").count() == 300
     assert Job.objects.get(pk=bad).status == "failed"
     assert JobAttempt.objects.count() == 1
@@ -61,7 +61,7 @@ def test_priorities_hold_across_batches(worker_factory):
     signals.job_started.connect(on_start)
     try:
         worker_factory(concurrency=1)
-        wait_for(lambda: not Job.objects.active().exists(), timeout=30)
+        wait_for(lambda: not Job.objects.active().exists())
     finally:
         signals.job_started.disconnect(on_start)
     # one executor runs jobs in claim order: batches never put a lower priority first
@@ -87,16 +87,16 @@ def test_crash_in_the_middle_of_batches_loses_nothing():
     fast = {"WORKER_STALE_TIMEOUT": "2", "WORKER_REAP_INTERVAL": "0.5"}
     command = ["-c", "4", "-v", "0"]
     with run_jobs(*command, "--worker-id", "first", **fast) as first:
-        wait_for(lambda: Job.objects.filter(status="done").count() > 300, timeout=30)
+        wait_for(lambda: Job.objects.filter(status="done").count() > 300)
         first.signal(signal.SIGKILL)
         first.wait(10)
     # The server finishes the statement a killed client sent last (a completion batch may
     # still commit): count what the first worker held once its sessions are gone.
-    wait_for(lambda: not other_sessions(), timeout=60)
+    wait_for(lambda: not other_sessions())
     held = Job.objects.filter(status="running", locked_by="first").count()
     assert held > 0
     with run_jobs(*command, "--worker-id", "second", **fast):
-        wait_for(lambda: Job.objects.filter(status="done").count() == total, timeout=60)
+        wait_for(lambda: Job.objects.filter(status="done").count() == total)
     assert Effect.objects.count() == total
     assert set(JobAttempt.objects.values_list("outcome", flat=True)) <= {"lost"}
     assert JobAttempt.objects.count() == held

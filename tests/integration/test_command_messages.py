@@ -39,8 +39,11 @@ def live_worker(worker_id: str, started: int | None, most: int | None, now: int)
 
 @pytest.mark.slow
 def test_a_worker_records_the_bounds_of_its_concurrency_and_the_command_says_what_it_runs():
-    with run_jobs("--concurrency", "2", "--max-concurrency", "3", "--worker-id", "main"):
-        record = wait_for(lambda: WorkerRecord.objects.filter(pk="main").first(), timeout=30)
+    with run_jobs(
+        "--concurrency", "2", "--max-concurrency", "3", "--worker-id", "main",
+        DJANGO_SETTINGS_MODULE="tests.settings_fast_heartbeat",  # its row follows in 1 s
+    ):  # fmt: skip
+        record = wait_for(lambda: WorkerRecord.objects.filter(pk="main").first())
         assert (record.started_concurrency, record.max_concurrency) == (2, 3)
 
         # above its --max-concurrency: said, with the value it will run
@@ -50,7 +53,7 @@ def test_a_worker_records_the_bounds_of_its_concurrency_and_the_command_says_wha
             "warning: worker main: runs 3 (its own setting 'main', which asks 20: bounded by "
             "its --max-concurrency 3)"
         ]
-        wait_for(lambda: WorkerRecord.objects.get(pk="main").concurrency == 3, timeout=60)
+        wait_for(lambda: WorkerRecord.objects.get(pk="main").concurrency == 3)
 
         # a typo matches no live worker: said, with the closest live name
         out, err = command("set_concurrency", "5", "--workers", "mian")
@@ -69,7 +72,7 @@ def test_a_worker_records_the_bounds_of_its_concurrency_and_the_command_says_wha
             "workers main: cleared, back to the concurrency each was started with",
             "worker main: runs 2 (started with it)",
         ]
-        wait_for(lambda: WorkerRecord.objects.get(pk="main").concurrency == 2, timeout=60)
+        wait_for(lambda: WorkerRecord.objects.get(pk="main").concurrency == 2)
 
 
 def test_a_more_specific_setting_is_named_when_it_wins():
@@ -154,7 +157,7 @@ def test_a_worker_warns_at_start_only_of_the_pauses_of_what_it_serves():
     pause_queue("elsewhere")
     pause_queue("mine")
     with run_jobs("--queue", "mine", "--queue", "other") as worker:
-        wait_for(lambda: "paused at start" in worker.output(), timeout=30)
+        wait_for(lambda: "paused at start" in worker.output())
         assert "paused at start: queue mine" in worker.output()
         assert "elsewhere" not in worker.output()
 
@@ -175,7 +178,7 @@ def test_a_park_log_line_says_what_wakes_it(caplog):
 def test_the_send_signal_form_is_filled_with_the_awaited_signal():
     job_id = enqueue_job("tests.workflow", {"order": "o8", "sleep": 0})
     drain()
-    wait_for(lambda: Job.objects.get(pk=job_id).status == "waiting", timeout=60)
+    wait_for(lambda: Job.objects.get(pk=job_id).status == "waiting")
     admin = make_user("ops", "view_concurrencysetting", "view_job", "change_job")
     form = admin.get(f"/admin/django_pqjobs/job/{job_id}/signal/").content.decode()
     assert 'name="name" value="confirmed"' in form

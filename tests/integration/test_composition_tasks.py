@@ -9,6 +9,7 @@ from django_pqjobs import batch, wait_for
 from django_pqjobs.errors import InvalidJobOption
 from django_pqjobs.models import Job
 from django_pqjobs.testing import drain
+from tests.helpers import bound
 from tests.testapp.models import Effect
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,7 +26,7 @@ def test_tasks_join_a_batch_and_a_task_is_its_callback(tasks):
     callback = Job.objects.get(callback_of_id=b.id)
     assert callback.job_type == f"{tasks.__name__}.batch_done"
     assert callback.result == b.id
-    assert wait_for(int(first.id), timeout=60) == 3
+    assert wait_for(int(first.id), timeout=bound()) == 3
     assert first.backend == "default"
 
 

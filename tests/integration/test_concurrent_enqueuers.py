@@ -17,6 +17,7 @@ from django.db import OperationalError, connection, connections, transaction
 from django_pqjobs import DuplicateJob, enqueue_batch, enqueue_job, enqueue_many, get_batch
 from django_pqjobs.enqueue import insertion
 from django_pqjobs.models import Job
+from tests.helpers import bound
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,7 +53,7 @@ def race(callers: list[Caller], seconds: float = RACE_SECONDS) -> tuple[list[Ans
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(seconds + 60)
+        thread.join(seconds + bound(60))
     assert not any(thread.is_alive() for thread in threads), "an enqueuer never returned"
     return answers, errors
 

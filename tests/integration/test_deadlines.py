@@ -133,9 +133,9 @@ def test_a_worker_expires_overdue_jobs_and_runs_the_rest():
         )
     stuck = enqueue_job("tests.expiring", {}, queue="slow")
     with run_jobs("--concurrency", "2", "--queue", "slow", "--queue", "default"):
-        wait_for(lambda: Job.objects.get(pk=stuck).status == "expired", timeout=30)
+        wait_for(lambda: Job.objects.get(pk=stuck).status == "expired")
         fine = enqueue_job("tests.expiring", {}, expires_in="30s")
-        wait_for(lambda: Job.objects.get(pk=fine).status == "done", timeout=30)
+        wait_for(lambda: Job.objects.get(pk=fine).status == "done")
     assert Job.objects.get(pk=stuck).attempts == 0
 
 

@@ -101,13 +101,13 @@ def test_a_stream_of_enqueues_runs_once_per_quiet_time_and_never_later_than_the_
     # a pushed-back job becomes due by the clock, with no notification: the worker finds it
     # at its next idle poll, kept short here so the bound below measures the cap, not polling
     with run_jobs("--concurrency", "4", DJANGO_SETTINGS_MODULE="tests.settings_fast_poll"):
-        wait_for(lambda: WorkerRecord.objects.exists(), timeout=30)
+        wait_for(lambda: WorkerRecord.objects.exists())
         stop = time.monotonic() + 3
         while time.monotonic() < stop:
             sent += 1
             enqueue_job("tests.debounced", {"n": sent})  # debounce 0.4 s, at most 1.2 s
             time.sleep(0.05)
-        wait_for(lambda: not Job.objects.exclude(status="done").exists(), timeout=30)
+        wait_for(lambda: not Job.objects.exclude(status="done").exists())
     jobs = list(Job.objects.order_by("pk"))
     assert 2 <= len(jobs) <= 5, [j.payload for j in jobs]
     assert all(j.attempts == 1 for j in jobs)

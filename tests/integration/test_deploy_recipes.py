@@ -19,7 +19,7 @@ from django.db.models import F
 from django_pqjobs import enqueue_many
 from django_pqjobs.conf import conf
 from django_pqjobs.models import Job
-from tests.helpers import ROOT, documented_block
+from tests.helpers import ROOT, bound, documented_block
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -87,7 +87,7 @@ def test_the_systemd_unit_verifies_without_a_warning(tmp_path: Path):
     path = tmp_path / "jobs@1.service"
     path.write_text(unit)
     done = subprocess.run(
-        ["systemd-analyze", "verify", str(path)], capture_output=True, text=True, timeout=60
+        ["systemd-analyze", "verify", str(path)], capture_output=True, text=True, timeout=bound(60)
     )
     assert done.returncode == 0, done.stderr
     # unknown keys and bad values are only warned about: none may be

@@ -18,6 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.helpers import bound
 from tests.unit.test_devdb import load_devdb
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +40,7 @@ class Checkout:
             env={**environment, **env},
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=bound(120),
             check=False,
         )
 

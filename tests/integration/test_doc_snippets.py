@@ -43,7 +43,7 @@ from django.core.management import get_commands, load_command_class
 from django.db import connection
 
 import django_pqjobs
-from tests.helpers import ROOT, DocBlock, doc_blocks, documented_files
+from tests.helpers import ROOT, DocBlock, bound, doc_blocks, documented_files
 
 BLOCKS = [block for path in documented_files() for block in doc_blocks(path)]
 CHECKED = ("python", "sql", "bash", "yaml", "ini", "text")
@@ -216,7 +216,7 @@ def test_the_self_contained_python_blocks_run():
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=bound(120),
     )
     assert done.returncode == 0, done.stderr
     failures = json.loads(done.stdout.splitlines()[-1])
@@ -275,7 +275,7 @@ def check_shell_line(line: str) -> None:
             [sys.executable, *shlex.split(line, comments=True)[1:]],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=bound(60),
         )
         assert done.returncode == 0, done.stderr
     elif line.startswith(("createdb ", "psql ")):

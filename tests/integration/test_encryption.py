@@ -23,7 +23,7 @@ from django_pqjobs import (
 from django_pqjobs.models import Job, ProtectedType
 from django_pqjobs.protection import ENVELOPE
 from django_pqjobs.testing import drain
-from tests.helpers import make_user
+from tests.helpers import bound, make_user
 from tests.testapp.jobs import Point
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -52,14 +52,14 @@ def test_the_row_holds_no_plaintext_and_the_handler_and_wait_for_see_it_in_clear
     assert run.outcome == "done"
     payload, result = stored(job_id)
     assert SECRET not in payload and SECRET not in result and ENVELOPE in result
-    assert wait_for(job_id, timeout=60) == {"echo": {"card": SECRET}}
+    assert wait_for(job_id, timeout=bound()) == {"echo": {"card": SECRET}}
 
 
 def test_typed_arguments_and_enqueue_many_are_encrypted_too():
     ids = enqueue_many("tests.encrypted_point", [Point(1, 2, "secret-label"), Point(3, 4)])
     assert all("secret-label" not in stored(n)[0] for n in ids)
     drain()
-    assert [wait_for(n, timeout=60) for n in ids] == [3, 7]
+    assert [wait_for(n, timeout=bound()) for n in ids] == [3, 7]
 
 
 def test_a_rotated_key_still_opens_old_jobs_and_the_newest_seals(settings):
@@ -149,7 +149,7 @@ def test_encrypted_fields_are_sealed_one_by_one_and_the_rest_stays_readable():
     assert run.outcome == "done"
     _, result = stored(job_id)
     assert '"737"' not in result and '"1111"' in result  # the result's cvv field too
-    assert wait_for(job_id, timeout=60) == {"last4": "1111", "cvv": "737"}
+    assert wait_for(job_id, timeout=bound()) == {"last4": "1111", "cvv": "737"}
     page = make_user("reader", "view_job").get(f"/admin/django_pqjobs/job/{job_id}/change/")
     text = page.content.decode()
     assert "1250" in text and "[encrypted]" in text and SECRET not in text
@@ -259,11 +259,11 @@ def test_psql_and_a_backup_show_no_plaintext():
         pytest.skip("psql and pg_dump are not installed")
     table = subprocess.run(
         ["psql", *target, "-c", "SELECT payload, result FROM pqjobs_job"],
-        capture_output=True, text=True, check=True, env=env, timeout=60,
+        capture_output=True, text=True, check=True, env=env, timeout=bound(60),
     ).stdout  # fmt: skip
     backup = subprocess.run(
         ["pg_dump", *target, "--data-only", "--table", "pqjobs_job*"],  # with its partitions
-        capture_output=True, text=True, check=True, env=env, timeout=60,
+        capture_output=True, text=True, check=True, env=env, timeout=bound(60),
     ).stdout  # fmt: skip
     for text in (table, backup):
         assert ENVELOPE in text
@@ -308,7 +308,7 @@ def test_a_result_copied_into_a_job_of_another_type_is_refused_to_the_waiter():
     drain()
     Job.objects.filter(pk=target).update(result=Job.objects.get(pk=source).result)
     with pytest.raises(EnvelopeMoved, match=r"sealed for job type 'tests\.encrypted_echo'"):
-        wait_for(target, timeout=60)
+        wait_for(target, timeout=bound())
 
 
 def legacy_envelope(value: object, key: str = OLD_KEY) -> dict:
@@ -326,7 +326,7 @@ def test_an_unbound_envelope_still_opens_with_a_warning_once_and_after_a_rotatio
     caplog.set_level(logging.WARNING, logger="django_pqjobs.protection")
     protection._warned.clear()
     assert {run.outcome for run in drain()} == {"done"}
-    assert wait_for(ids[0], timeout=60) == {"echo": {"card": SECRET}}
+    assert wait_for(ids[0], timeout=bound()) == {"echo": {"card": SECRET}}
     stored_result = stored(ids[0])[1]
     assert f'"{ENVELOPE}": "{protection.MARK}' in stored_result  # its result is sealed bound
     warnings = [

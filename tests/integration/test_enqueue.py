@@ -22,6 +22,7 @@ from django_pqjobs import (
 )
 from django_pqjobs.models import Job
 from django_pqjobs.worker.claiming import claim_jobs
+from tests.helpers import bound
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -119,7 +120,7 @@ def _hammer(n: int, fn) -> list:
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(bound(60))
     return [results, errors]
 
 

@@ -21,7 +21,7 @@ from shop.models import Order
 from django_pqjobs import enqueue_job, start_embedded_worker
 from django_pqjobs.clock import database_now
 from django_pqjobs.models import Job
-from tests.helpers import wait_status
+from tests.helpers import bound, wait_status
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,7 +56,7 @@ def test_example_jobs_run_end_to_end(worker_factory):
     contacts = enqueue_job("import_contacts", {"path": "/missing.csv"})
     worker_factory(concurrency=2)
     assert wait_status(receipt, "done").result == {"order_id": order.pk, "to": "a@example.com"}
-    assert wait_status(report, "done", timeout=60).attempts == 2
+    assert wait_status(report, "done").attempts == 2
     assert wait_status(contacts, "failed").attempts == 1
     order.refresh_from_db()
     assert order.receipt_sent_at is not None
@@ -76,7 +76,7 @@ def test_embedded_worker_runs_jobs_and_can_be_disabled(monkeypatch):
     finally:
         worker.stop()
         assert worker.thread is not None
-        worker.thread.join(10)
+        worker.thread.join(bound(10))
         assert not worker.thread.is_alive()
 
 
@@ -110,7 +110,7 @@ def test_demo_command_counts_jobs_and_attempts_and_shows_the_recurring_job():
         env=environment,
         capture_output=True,
         text=True,
-        timeout=100,
+        timeout=bound(100),
         check=False,
     )
     output = done.stdout

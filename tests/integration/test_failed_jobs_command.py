@@ -16,7 +16,7 @@ from django.db.models import F
 
 from django_pqjobs import enqueue_job
 from django_pqjobs.models import Job, OperatorAction
-from tests.helpers import ROOT
+from tests.helpers import ROOT, bound
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("unknown_job_types_allowed")]
 
@@ -152,7 +152,7 @@ def test_an_answer_piped_in_is_read_too():
         input="no\n",
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=bound(60),
     )
     assert done.returncode == 1
     assert done.stderr.strip() == "CommandError: retry cancelled: nothing changed"

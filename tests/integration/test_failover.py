@@ -54,7 +54,7 @@ def test_a_job_marked_running_under_a_worker_that_is_not_running_it_is_given_bac
         )
         released_in = time.monotonic() - forged_at
         # given back, it runs again (its handler is idempotent) and is done
-        wait_for(lambda: Job.objects.get(pk=job_id).status == "done", timeout=60)
+        wait_for(lambda: Job.objects.get(pk=job_id).status == "done")
 
     assert released_in < 60  # by the reconciliation; the stale timeout is 600 s
     assert given_back.attempt == 1
@@ -98,7 +98,7 @@ def test_a_job_claimed_before_the_worker_started_is_left_to_the_stale_rescue(
     ran = enqueue_job("tests.effect_idempotent", {})
     wait_for(lambda: Job.objects.get(pk=ran).status == "done")
     forge_running(ran, worker.worker_id)
-    wait_for(lambda: Job.objects.get(pk=ran).status != "running", timeout=60)
+    wait_for(lambda: Job.objects.get(pk=ran).status != "running")
     assert Job.objects.get(pk=old).status == "running"
     assert not JobAttempt.objects.filter(job_id=old).exists()
 
@@ -179,7 +179,7 @@ def test_a_failover_to_a_standby_that_lost_commits_drains_within_seconds():
                 run_jobs("-c", "4", "--worker-id", "a", **env) as first,
                 run_jobs("-c", "4", "--worker-id", "b", **env) as second,
             ):
-                wait_for(lambda: count(primary, done) > 400, timeout=60)
+                wait_for(lambda: count(primary, done) > 400)
                 # the standby stops receiving: what commits from now on is lost
                 with standby.connect() as db:
                     db.execute("ALTER SYSTEM SET primary_conninfo = ''")

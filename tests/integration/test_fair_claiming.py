@@ -240,7 +240,7 @@ def test_a_small_tenant_finishes_before_the_large_tenants_200th_job_under_four_w
     enqueue_many("tests.fair_noop", tenants("small", 20))
     small = Job.objects.filter(fair_key="tenant:small")
     with run_jobs("--concurrency", "4"):
-        wait_for(lambda: not small.exclude(status="done").exists(), timeout=60)
+        wait_for(lambda: not small.exclude(status="done").exists())
     last_small = max(small.values_list("finished_at", flat=True))
     big_before = Job.objects.filter(
         fair_key="tenant:big", status="done", finished_at__lt=last_small

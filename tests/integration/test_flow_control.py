@@ -20,7 +20,7 @@ from django_pqjobs.clock import database_now
 from django_pqjobs.models import Job, KeySlots, OperatorAction, RateBucket
 from django_pqjobs.transitions import Completion, Fence
 from django_pqjobs.worker.claiming import claim_jobs
-from tests.helpers import planned_inside, run_jobs, wait_for
+from tests.helpers import bound, planned_inside, run_jobs, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DB = "default"
@@ -308,7 +308,7 @@ class Sampler:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(10)
+        self._thread.join(bound(10))
 
     def _run(self) -> None:
         try:
@@ -353,7 +353,7 @@ def test_a_rate_limit_holds_across_four_workers():
         run_jobs("-c", "4", "--worker-id", "r3"),
         run_jobs("-c", "4", "--worker-id", "r4"),
     ):
-        wait_for(lambda: statuses(ids)["done"] == 200, timeout=40)
+        wait_for(lambda: statuses(ids)["done"] == 200)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT floor(extract(epoch FROM locked_at)), count(*) FROM pqjobs_job "
@@ -370,14 +370,14 @@ def test_pause_stops_every_worker_within_a_second_and_survives_a_restart():
     ids = enqueue_many("tests.sleep", [{"seconds": 0.01}] * 3000, queue="pq")
     workers = ("-c", "4", "--queue", "pq")
     with run_jobs(*workers), run_jobs(*workers):
-        wait_for(lambda: statuses(ids)["done"] > 100, timeout=30)
+        wait_for(lambda: statuses(ids)["done"] > 100)
         flow.pause_queue("pq")
         paused_at = database_now(DB)
         time.sleep(2)
         late = Job.objects.filter(pk__in=ids, locked_at__gt=paused_at + timedelta(seconds=1))
         assert not late.exists()
     with run_jobs(*workers) as restarted:  # the pause is in the database
-        wait_for(lambda: "paused at start: queue pq" in restarted.output(), timeout=60)
+        wait_for(lambda: "paused at start: queue pq" in restarted.output())
         time.sleep(1)
         assert not Job.objects.filter(pk__in=ids, status="running").exists()
         waiting = statuses(ids)["ready"] + statuses(ids)["blocked"]
@@ -394,13 +394,13 @@ def test_a_killed_worker_frees_its_slots_through_the_rescue():
     fast = {"WORKER_STALE_TIMEOUT": "2", "WORKER_REAP_INTERVAL": "0.5"}
     with run_jobs("-c", "4", "--worker-id", "doomed", **fast) as doomed:
         started = Job.objects.filter(pk__in=long_running, started_at__isnull=False)
-        wait_for(lambda: started.count() == 3, timeout=60)  # their handlers run
+        wait_for(lambda: started.count() == 3)  # their handlers run
         doomed.signal(signal.SIGKILL)
         doomed.wait(10)
     # the rescue ends the killed jobs (their one attempt had started) and frees their
     # keys' slots: the jobs waiting behind them run
     with run_jobs("-c", "4", "--worker-id", "rescuer", **fast):
-        wait_for(lambda: statuses(waiting)["done"] == 9, timeout=40)
+        wait_for(lambda: statuses(waiting)["done"] == 9)
     assert statuses(long_running) == {"failed": 3}
     assert not KeySlots.objects.exclude(running=0).exists()
     assert not Job.objects.filter(status="blocked").exists()
@@ -421,16 +421,16 @@ def enqueue_while_the_slot_is_given_back(key: str) -> tuple[int, int]:
             with transaction.atomic():
                 late.append(enqueue_job("tests.limited", {"k": key, "seconds": 0}))
                 enqueued.set()
-                go.wait(10)
+                go.wait(bound(10))
         finally:
             connections.close_all()
 
     thread = threading.Thread(target=enqueue_and_wait)
     thread.start()
-    assert enqueued.wait(10)
+    assert enqueued.wait(bound(10))
     finish(running)
     go.set()
-    thread.join(10)
+    thread.join(bound(10))
     assert Job.objects.get(pk=late[0]).status == "blocked"
     assert KeySlots.objects.get(pk=f"k:{key}").running == 0
     return first, late[0]
@@ -498,7 +498,7 @@ def test_jobs_held_at_enqueue_run_once_each_under_four_workers_and_a_killed_rele
     fast = {"WORKER_STALE_TIMEOUT": "2", "WORKER_REAP_INTERVAL": "0.5"}
     with run_jobs("-c", "1", "--worker-id", "doomed", **fast) as doomed:
         started = Job.objects.filter(pk=stuck, started_at__isnull=False)
-        wait_for(started.exists, timeout=60)
+        wait_for(started.exists)
         doomed.signal(signal.SIGKILL)
         doomed.wait(10)
     _, missed = enqueue_while_the_slot_is_given_back("missed")

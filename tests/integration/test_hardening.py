@@ -53,7 +53,7 @@ def test_a_result_or_progress_the_database_cannot_store_fails_alone(worker_facto
     sanitised = enqueue_job("tests.bad_output", {"kind": "nul_progress_message"})
     started = time.monotonic()
     worker_factory(concurrency=4)
-    wait_for(lambda: not Job.objects.active().exists(), timeout=30)
+    wait_for(lambda: not Job.objects.active().exists())
     assert time.monotonic() - started < 20  # no batch waits ~45 s on a "database outage"
     assert Job.objects.filter(pk__in=good, status="done").count() == 300
     assert Effect.objects.count() == 300  # unique keys: none of them ran twice
@@ -111,7 +111,7 @@ def test_an_exception_message_the_database_cannot_store_is_recorded(
 ):
     job_id = enqueue_job(job_type, payload)
     worker_factory()
-    job = wait_status(job_id, "failed", timeout=60)
+    job = wait_status(job_id, "failed")
     assert job.error_type == "ValueError" and shown in job.last_error
     attempt = JobAttempt.objects.get(job_id=job_id)
     assert attempt.error_type == "ValueError" and shown in attempt.traceback
@@ -136,7 +136,7 @@ def test_a_row_the_worker_cannot_read_fails_alone_and_its_claim_batch_runs(worke
             [ancient],
         )
     worker_factory(concurrency=4)
-    wait_for(lambda: not Job.objects.active().exists(), timeout=60)
+    wait_for(lambda: not Job.objects.active().exists())
     assert Job.objects.filter(pk__in=good, status="done").count() == 60
     assert Effect.objects.count() == 60
     for job_id in (deep, ancient):
@@ -207,7 +207,7 @@ def test_connections_the_server_closed_do_not_cost_a_job_its_attempt(worker_fact
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
     ids = enqueue_many("tests.effect", [{}] * 6)
-    wait_for(lambda: Job.objects.filter(pk__in=ids, status="done").count() == 6, timeout=60)
+    wait_for(lambda: Job.objects.filter(pk__in=ids, status="done").count() == 6)
     assert not JobAttempt.objects.exists()
     assert set(Job.objects.filter(pk__in=ids).values_list("attempts", flat=True)) == {1}
 
@@ -235,7 +235,7 @@ def test_a_restart_mid_drain_and_a_long_outage_lose_nothing():
 
         done = "SELECT count(*) FROM pqjobs_job WHERE status = 'done'"
         with run_jobs("-c", "4", WORKER_STALE_TIMEOUT="600", **cluster.env()) as worker:
-            wait_for(lambda: count(done) > 200, timeout=60)
+            wait_for(lambda: count(done) > 200)
             cluster.stop()
             time.sleep(8)
             cluster.start()
@@ -297,7 +297,7 @@ def test_a_restart_mid_drain_charges_no_job_an_attempt():
             run_jobs("-c", "4", "--worker-id", "a", **env) as first,
             run_jobs("-c", "4", "--worker-id", "b", **env) as second,
         ):
-            wait_for(lambda: count(finished) > 300, timeout=60)
+            wait_for(lambda: count(finished) > 300)
             cluster.stop()
             time.sleep(2)
             cluster.start()
@@ -321,17 +321,17 @@ def test_kill_9_charges_only_the_jobs_whose_handler_started():
     enqueue_many("tests.sleep", [{"seconds": 0.01, "effect": True}] * total, max_attempts=1)
     fast = {"WORKER_STALE_TIMEOUT": "2", "WORKER_REAP_INTERVAL": "0.5"}
     with run_jobs("-c", "2", "--worker-id", "doomed", **fast) as doomed:
-        wait_for(lambda: Job.objects.filter(status="done").count() >= 60, timeout=30)
+        wait_for(lambda: Job.objects.filter(status="done").count() >= 60)
         doomed.signal(signal.SIGKILL)
         doomed.wait(10)
-    wait_for(lambda: not other_sessions(), timeout=60)
+    wait_for(lambda: not other_sessions())
     held = list(Job.objects.filter(status="running", locked_by="doomed"))
     started = {
         job.id for job in held if job.started_at is not None and job.started_at >= job.locked_at
     }
     assert len(held) > len(started), "the worker held no job it had not started"
     with run_jobs("-c", "4", "--worker-id", "rescuer", **fast):
-        wait_for(lambda: not Job.objects.active().exists(), timeout=60)
+        wait_for(lambda: not Job.objects.active().exists())
     failed = set(Job.objects.filter(status="failed").values_list("id", flat=True))
     # only the jobs whose start was written (their handler had run START_MARK_DELAY) lost
     # their one attempt; the others were given it back

@@ -20,7 +20,7 @@ from django_pqjobs.operations import skip_jobs
 from django_pqjobs.testing import drain
 from django_pqjobs.transitions import history
 from django_pqjobs.worker import housekeeping
-from tests.helpers import check_ids, drop_history_partitions, make_user, wait_for
+from tests.helpers import bound, check_ids, drop_history_partitions, make_user, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -307,7 +307,7 @@ def test_partitions_made_and_dropped_under_a_running_drain_lose_no_job(settings,
         wait_for(lambda: len(done_at_each_cycle) >= 3 or errors, 30)
     finally:
         stop.set()
-        churner.join(30)
+        churner.join(bound(30))
     assert errors == []
     # partitions came and went while the worker drained
     assert any(0 < done < len(ids) for done in done_at_each_cycle), done_at_each_cycle
@@ -467,7 +467,7 @@ def test_a_duplicated_id_answers_the_hot_job_not_500(admin_client, settings):
     page = admin_client.get(reverse("admin:django_pqjobs_job_change", args=[shelved]))
     assert page.status_code == 200
     assert b"twin" in page.content
-    assert wait_for_job(shelved, timeout=5) == {"twin": True}
+    assert wait_for_job(shelved, timeout=bound(5)) == {"twin": True}
 
 
 def test_prune_jobs_cuts_history_in_the_spans_the_workers_cut(settings):

@@ -52,6 +52,7 @@ from django_pqjobs.models import (
 from django_pqjobs.worker.claiming import claim_jobs
 from tests.helpers import (
     ROOT,
+    bound,
     documented_sql,
     drop_history_partitions,
     run_jobs,
@@ -159,23 +160,23 @@ def test_a_worker_with_only_the_worker_grants_does_everything_a_worker_does(role
             sleeper = enqueue_job("tests.sleep", {"seconds": 3})
             flow = enqueue_job("tests.workflow_plain")
 
-        assert wait_status(echo, "done", timeout=30).locked_by == "least-privileged"
-        assert wait_status(lost.pk, "done", timeout=30).attempts == 2
+        assert wait_status(echo, "done").locked_by == "least-privileged"
+        assert wait_status(lost.pk, "done").attempts == 2
         assert JobAttempt.objects.get(job_id=lost.pk).outcome == "lost"
         retried = wait_for(
             lambda: Job.objects.filter(pk=failing, status="ready", attempts=1).first(), 30
         )
         assert JobAttempt.objects.get(job_id=failing).outcome == "error"
         assert retried.run_after > database_now("default")
-        assert wait_status(permanent, "failed", timeout=30).error_type == "PermanentError"
-        child = wait_status(chain, "done", timeout=30).result["child"]
-        assert wait_status(child, "done", timeout=30).parent_id == chain
+        assert wait_status(permanent, "failed").error_type == "PermanentError"
+        child = wait_status(chain, "done").result["child"]
+        assert wait_status(child, "done").parent_id == chain
 
-        wait_status(sleeper, "running", timeout=30)
+        wait_status(sleeper, "running")
         assert WorkerRecord.objects.filter(worker_id="least-privileged").exists()
         first_beat = Job.objects.get(pk=sleeper).heartbeat_at
-        wait_for(lambda: Job.objects.get(pk=sleeper).heartbeat_at > first_beat, timeout=60)
-        wait_status(sleeper, "done", timeout=30)
+        wait_for(lambda: Job.objects.get(pk=sleeper).heartbeat_at > first_beat)
+        wait_status(sleeper, "done")
 
         # a durable workflow: steps, a sleep, parked for its signal, which the web role sends
         wait_for(
@@ -186,12 +187,12 @@ def test_a_worker_with_only_the_worker_grants_does_everything_a_worker_does(role
         )
         with acting_as(roles.web):
             assert send_signal(flow, "confirmed", "yes")
-        assert wait_status(flow, "done", timeout=30).result == {"first": {"n": 1}, "reply": "yes"}
+        assert wait_status(flow, "done").result == {"first": {"n": 1}, "reply": "yes"}
 
         fired = wait_for(lambda: Job.objects.filter(schedule_id=schedule.pk, status="done"), 30)
         schedule.refresh_from_db()
         assert schedule.last_job_id is not None and fired
-        wait_for(lambda: not Job.objects.filter(pk=old.pk).exists(), timeout=30)
+        wait_for(lambda: not Job.objects.filter(pk=old.pk).exists())
         assert not JobAttempt.objects.filter(job_id=old.pk).exists()
 
         worker.signal(signal.SIGTERM)
@@ -226,7 +227,7 @@ def manage(command: list[str], env: dict[str, str]) -> subprocess.CompletedProce
         },
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=bound(60),
     )
 
 
@@ -241,8 +242,8 @@ def test_batches_and_dependencies_need_only_the_documented_grants(roles):
         assert get_batch(opened.id).total == 2
     with run_jobs("--concurrency", "2", "--worker-id", "least-privileged", **as_worker) as worker:
         callback = wait_for(lambda: Job.objects.filter(callback_of_id=opened.id).first(), 30)
-        assert wait_status(callback.pk, "done", timeout=30).result["done"] == 2
-        assert wait_status(last, "done", timeout=30).result == {
+        assert wait_status(callback.pk, "done").result["done"] == 2
+        assert wait_status(last, "done").result == {
             str(first): {"echo": {"n": 1}, "attempt": 1, "worker": "least-privileged"}
         }
         output = worker.output()

@@ -34,21 +34,28 @@ def most_running(seconds: float) -> int:
 @pytest.mark.slow
 def test_a_running_worker_follows_the_setting_within_its_bounds():
     enqueue_many("tests.sleep", [{"seconds": 0.6}] * 200)
-    with run_jobs("--concurrency", "1", "--max-concurrency", "4", "--worker-id", "live"):
-        wait_for(lambda: running() == 1, timeout=30)
+    with run_jobs(
+        "--concurrency", "1", "--max-concurrency", "4", "--worker-id", "live",
+        DJANGO_SETTINGS_MODULE="tests.settings_fast_heartbeat",  # its row follows in 1 s
+    ):  # fmt: skip
+        wait_for(lambda: running() == 1)
         assert most_running(1.5) == 1
 
         capacity.set_concurrency(4, name="live", by="oncall")
-        wait_for(lambda: running() == 4, timeout=60)
-        wait_for(lambda: WorkerRecord.objects.get(pk="live").concurrency == 4, timeout=60)
+        wait_for(lambda: running() == 4)
+        wait_for(lambda: WorkerRecord.objects.get(pk="live").concurrency == 4)
 
         capacity.set_concurrency(10, name="*")  # beyond its bound: the row for "live" wins
         capacity.set_concurrency(2, name="live")
-        time.sleep(capacity.READ_INTERVAL + 1.5)  # read, and the jobs beyond 2 finish
+        # read (its row says so), and the jobs started before it finish: no more than 2
+        # from then on
+        wait_for(lambda: WorkerRecord.objects.get(pk="live").concurrency == 2)
+        before = list(Job.objects.filter(status="running").values_list("pk", flat=True))
+        wait_for(lambda: not Job.objects.filter(pk__in=before, status="running").exists())
         assert most_running(2) <= 2
 
         capacity.set_concurrency(None, name="live")  # now "*" (10) applies, capped at 4
-        wait_for(lambda: running() == 4, timeout=60)
+        wait_for(lambda: running() == 4)
     trail = OperatorAction.objects.filter(action="concurrency").order_by("id")
     trail = trail.values_list("actor", "detail")
     assert list(trail) == [("oncall", "4 at once")]
@@ -58,15 +65,13 @@ def test_a_running_worker_follows_the_setting_within_its_bounds():
 def test_the_processes_of_a_worker_group_follow_the_group_s_setting():
     enqueue_many("tests.sleep", [{"seconds": 0.5}] * 100)
     with run_jobs(
-        "--processes", "2", "--worker-id", "grp", "--concurrency", "1", "--max-concurrency", "3"
-    ):
-        wait_for(lambda: WorkerRecord.objects.filter(pk__in=["grp-1", "grp-2"]).count() == 2, 30)
+        "--processes", "2", "--worker-id", "grp", "--concurrency", "1", "--max-concurrency", "3",
+        DJANGO_SETTINGS_MODULE="tests.settings_fast_heartbeat",  # their rows follow in 1 s
+    ):  # fmt: skip
+        wait_for(lambda: WorkerRecord.objects.filter(pk__in=["grp-1", "grp-2"]).count() == 2)
         call_command("set_concurrency", "3", "--workers", "grp", stdout=io.StringIO())
-        wait_for(lambda: running() == 6, timeout=60)
-        wait_for(
-            lambda: set(WorkerRecord.objects.values_list("concurrency", flat=True)) == {3},
-            timeout=15,
-        )
+        wait_for(lambda: running() == 6)
+        wait_for(lambda: set(WorkerRecord.objects.values_list("concurrency", flat=True)) == {3})
 
 
 def test_set_concurrency_lists_sets_clears_and_refuses_bad_input():

@@ -84,7 +84,7 @@ def test_the_worker_logs_a_periodic_summary(worker_factory, caplog):
         worker = worker_factory(concurrency=2, queues=["sum"])
         for job_id in ids:
             wait_status(job_id, "done", "failed")
-        records = wait_for(summaries, timeout=60)
+        records = wait_for(summaries)
     counted: dict[str, int] = {}
     for record in summaries():
         for outcome, n in record.outcomes.items():

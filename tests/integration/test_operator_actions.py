@@ -12,6 +12,7 @@ from django.db import connection, connections
 from django_pqjobs import InvalidJobOption, cancel_job, enqueue_job, flow, operations, retry_job
 from django_pqjobs.models import Job, JobAttempt, OperatorAction
 from django_pqjobs.worker.claiming import claim_jobs
+from tests.helpers import bound
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -162,7 +163,7 @@ def test_a_retry_racing_an_enqueue_of_the_same_key_leaves_the_job_failed():
         time.sleep(0.5)
         assert thread.is_alive()  # waiting for the enqueue's index entry
         other.commit()
-        thread.join(10)
+        thread.join(bound(10))
     assert outcome == {"retried": []}
     statuses = sorted(Job.objects.filter(dedupe_key="race").values_list("status", flat=True))
     assert statuses == ["failed", "ready"]

@@ -33,7 +33,7 @@ from django.urls import reverse
 
 from django_pqjobs import enqueue_job, enqueue_many
 from django_pqjobs.models import Job, JobAttempt, Schedule
-from tests.helpers import run_jobs, wait_for, wait_status
+from tests.helpers import bound, run_jobs, wait_for, wait_status
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -107,10 +107,10 @@ def pgbouncer() -> Iterator[int]:
     finally:
         process.terminate()
         try:
-            process.wait(10)
+            process.wait(bound(10))
         except subprocess.TimeoutExpired:
             process.kill()
-            process.wait(5)
+            process.wait(bound(5))
         shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -168,7 +168,7 @@ def listeners() -> int:
 def test_enqueue_claim_complete_retry_and_fail_through_pgbouncer(bounced):
     before = transactions(bounced)
     with run_jobs("--concurrency", "4", "--worker-id", "bounced", **worker_env(bounced)) as worker:
-        wait_for(listeners, timeout=60)  # its LISTEN connection bypasses PgBouncer
+        wait_for(listeners)  # its LISTEN connection bypasses PgBouncer
         ok = enqueue_job("tests.echo", {"n": 1}, dedupe_key="once")
         assert enqueue_job("tests.echo", {"n": 2}, dedupe_key="once") == ok
         many = enqueue_many("tests.noop", [{}] * 50)
@@ -207,7 +207,7 @@ def test_rescue_and_schedules_through_pgbouncer(bounced):
     )
     env = {**worker_env(bounced), "WORKER_STALE_TIMEOUT": "2", "WORKER_REAP_INTERVAL": "0.5"}
     with run_jobs("--concurrency", "2", **env):
-        assert wait_status(orphan, "done", timeout=60).attempts == 2
+        assert wait_status(orphan, "done").attempts == 2
         assert JobAttempt.objects.get(job_id=orphan).outcome == "lost"
         ticks = wait_for(
             lambda: Job.objects.filter(payload={"tick": True}, status="done").count() >= 2,

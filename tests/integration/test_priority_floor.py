@@ -7,7 +7,7 @@ import pytest
 
 from django_pqjobs import Priority, enqueue_job
 from django_pqjobs.models import Job
-from tests.helpers import run_jobs, wait_for
+from tests.helpers import bound, run_jobs, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,12 +41,12 @@ TAKEN_FROM_HIGH = {
 def test_a_worker_with_a_priority_floor_runs_only_jobs_at_or_above_it(worker_factory):
     jobs = _one_job_per_level()
     worker = worker_factory(min_priority=Priority.HIGH, burst=True)
-    worker.thread.join(30)
+    worker.thread.join(bound(30))
     assert not worker.thread.is_alive(), "a burst worker exits once its band is drained"
     assert _statuses(jobs) == TAKEN_FROM_HIGH
     assert worker.claimed_total == 3
     # Jobs below the floor are left to the other workers.
-    worker_factory(burst=True).thread.join(30)
+    worker_factory(burst=True).thread.join(bound(30))
     assert set(_statuses(jobs).values()) == {"done"}
 
 

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_two_processes_drain_2000_jobs_each_exactly_once():
     enqueue_many("tests.effect", [{}] * 2000)
     with run_jobs("-c", "4", "--worker-id", "one"), run_jobs("-c", "4", "--worker-id", "two"):
-        wait_for(lambda: Job.objects.filter(status="done").count() == 2000, timeout=60)
+        wait_for(lambda: Job.objects.filter(status="done").count() == 2000)
     assert Effect.objects.count() == 2000  # unique key: a second run would have failed
     assert not JobAttempt.objects.exists()
     assert set(Job.objects.values_list("locked_by", flat=True)) == {"one", "two"}
@@ -31,7 +31,7 @@ def test_sigterm_lets_running_jobs_finish_and_exits_0():
     with run_jobs("-c", "4") as worker:
         # Started, not merely claimed: claimed jobs no executor has taken yet are released
         # at once by design, and the claim commits before the executors get them.
-        wait_for(lambda: Job.objects.filter(progress__isnull=False).count() == 3, timeout=60)
+        wait_for(lambda: Job.objects.filter(progress__isnull=False).count() == 3)
         worker.signal(signal.SIGTERM)
         assert worker.wait(120) == 0
     assert not Job.objects.filter(status="running").exists()
@@ -39,16 +39,14 @@ def test_sigterm_lets_running_jobs_finish_and_exits_0():
 
 
 def test_sigterm_releases_unfinished_jobs_after_the_grace_period():
-    # handlers that would take a minute: an exit well before it released them
-    ids = enqueue_many("tests.sleep", [{"seconds": 60, "report_start": True}] * 2)
+    # handlers that would take an hour: an exit before it released them
+    ids = enqueue_many("tests.sleep", [{"seconds": 3600, "report_start": True}] * 2)
     with run_jobs("-c", "2", "--shutdown-timeout", "1s") as worker:
         # both handlers started (claimed is not enough: a job an executor has not taken yet
         # is given back at once, in a release of its own)
-        wait_for(lambda: Job.objects.filter(progress__isnull=False).count() == 2, timeout=60)
-        started = time.monotonic()
+        wait_for(lambda: Job.objects.filter(progress__isnull=False).count() == 2)
         worker.signal(signal.SIGTERM)
         assert worker.wait(40) == 0
-        assert time.monotonic() - started < 40
         assert "released 2 unfinished jobs" in worker.output()
     jobs = Job.objects.filter(pk__in=ids)
     assert {(j.status, j.attempts) for j in jobs} == {("ready", 0)}
@@ -57,18 +55,16 @@ def test_sigterm_releases_unfinished_jobs_after_the_grace_period():
 
 def test_second_signal_exits_immediately_saying_which_jobs_it_left_running():
     [job_id] = enqueue_many(
-        "tests.sleep", [{"seconds": 60, "blocking": True, "report_start": True}]
+        "tests.sleep", [{"seconds": 3600, "blocking": True, "report_start": True}]
     )
-    with run_jobs("-c", "1", "--shutdown-timeout", "60s", "--worker-id", "left") as worker:
-        wait_for(lambda: Job.objects.filter(progress__isnull=False).exists(), timeout=60)
+    with run_jobs("-c", "1", "--shutdown-timeout", "1h", "--worker-id", "left") as worker:
+        wait_for(lambda: Job.objects.filter(progress__isnull=False).exists())
         worker.signal(signal.SIGTERM)
         time.sleep(0.5)
-        started = time.monotonic()
         worker.signal(signal.SIGINT)
-        # forced exit, well before the job's minute and the 60 s grace period; the job is
-        # left to stale-job rescue
+        # forced exit, long before the job's hour and the hour of grace (a wait of 30 s
+        # stretched by the load stays under 10 minutes); the job is left to stale-job rescue
         assert worker.wait(30) == 1
-        assert time.monotonic() - started < 30
         said = worker.output().splitlines()[-1]
     assert said.endswith(
         f"SIGINT received again: exiting now, 1 job left running: {job_id} (tests.sleep); the "
@@ -83,13 +79,13 @@ def test_second_signal_exits_immediately_saying_which_jobs_it_left_running():
 
 
 def test_a_second_signal_with_nothing_running_says_so():
-    with run_jobs("-c", "1", "--shutdown-timeout", "60s") as worker:
-        wait_for(lambda: "starting" in worker.output(), timeout=60)
+    with run_jobs("-c", "1", "--shutdown-timeout", "1h") as worker:
+        wait_for(lambda: "starting" in worker.output())
         worker.process.send_signal(signal.SIGSTOP)  # both signals arrive while it is stopped
         worker.signal(signal.SIGINT)
         worker.signal(signal.SIGTERM)
         worker.process.send_signal(signal.SIGCONT)
-        assert worker.wait(30) == 1  # at once, not after the 60 s grace period
+        assert worker.wait(30) == 1  # at once, not after the hour of grace
         last = worker.output().splitlines()[-1]
     assert last.endswith(" received again: exiting now (no job was running)")
 
@@ -98,7 +94,7 @@ def test_kill_9_jobs_are_rescued_by_another_worker():
     long_ids = enqueue_many("tests.sleep", [{"seconds": 30}] * 3)
     fast = {"WORKER_STALE_TIMEOUT": "2", "WORKER_REAP_INTERVAL": "0.5"}
     with run_jobs("-c", "4", "--worker-id", "doomed", **fast) as doomed:
-        wait_for(lambda: Job.objects.filter(status="running").count() == 3, timeout=60)
+        wait_for(lambda: Job.objects.filter(status="running").count() == 3)
         doomed.signal(signal.SIGKILL)
         doomed.wait(10)
     # the second attempt should not take 30 s
@@ -121,7 +117,7 @@ def test_reap_stale_command_rescues_on_demand():
     used_up = enqueue_job("tests.sleep", {"seconds": 30}, max_attempts=1)
     with run_jobs("-c", "2", "--worker-id", "gone") as worker:
         # their handlers run (a job killed before it started would get its attempt back)
-        wait_for(lambda: Job.objects.filter(started_at__isnull=False).count() == 2, timeout=60)
+        wait_for(lambda: Job.objects.filter(started_at__isnull=False).count() == 2)
         worker.signal(signal.SIGKILL)
         worker.wait(10)
     time.sleep(1.2)
@@ -140,14 +136,14 @@ def test_worker_survives_its_connections_being_killed():
 
     with run_jobs("-c", "2") as worker:
         first = enqueue_job("tests.noop")
-        wait_for(lambda: Job.objects.get(pk=first).status == "done", timeout=60)
+        wait_for(lambda: Job.objects.get(pk=first).status == "done")
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
         ids = [enqueue_job("tests.noop") for _ in range(5)]
-        wait_for(lambda: Job.objects.filter(pk__in=ids, status="done").count() == 5, timeout=30)
+        wait_for(lambda: Job.objects.filter(pk__in=ids, status="done").count() == 5)
         assert worker.process.poll() is None
 
 

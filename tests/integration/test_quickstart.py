@@ -39,7 +39,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from tests.helpers import doc_blocks
+from tests.helpers import bound, doc_blocks
 
 pytestmark = pytest.mark.slow
 
@@ -100,7 +100,7 @@ class Background:
             return
         os.killpg(process.pid, signal.SIGTERM)  # its terminal's group: runserver's reloader too
         try:
-            process.wait(timeout=40)
+            process.wait(bound(40))
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()

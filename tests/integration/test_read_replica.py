@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, bound
 from tests.pgcluster import disposable_cluster, standby_of
 
 pytestmark = pytest.mark.slow
@@ -31,7 +31,7 @@ def test_the_console_reads_the_replica_and_every_change_goes_to_the_primary():
             env=env,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=bound(120),
         )
         assert done.returncode == 0, done.stderr[-3000:]
         seen = json.loads(done.stdout.strip().splitlines()[-1])
@@ -65,7 +65,7 @@ def test_the_console_reads_the_replica_and_every_change_goes_to_the_primary():
             env=env,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=bound(120),
         )
         assert worker.returncode == 0, worker.stderr[-3000:]
         with primary.connect() as conn:

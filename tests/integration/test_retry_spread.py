@@ -18,7 +18,7 @@ def _retry_delays(job_type: str, worker_factory) -> list[float]:
     """Fail 100 jobs of ``job_type`` once, together; the delay each got before its retry."""
     ids = enqueue_many(job_type, [{}] * 100)
     worker_factory(concurrency=4, burst=True)
-    wait_for(lambda: JobAttempt.objects.filter(job_id__in=ids).count() == 100, timeout=30)
+    wait_for(lambda: JobAttempt.objects.filter(job_id__in=ids).count() == 100)
     assert set(Job.objects.filter(pk__in=ids).values_list("status", "attempts")) == {("ready", 1)}
     run_after = dict(Job.objects.filter(pk__in=ids).values_list("id", "run_after"))
     # The attempt's finished_at and the job's new run_after come from one statement (one
@@ -49,14 +49,14 @@ def test_a_job_retried_by_an_operator_backs_off_from_its_first_step_again(worker
     """Attempt numbers go on after a Retry, but the backoff and the budget start over."""
     job_id = enqueue_job("tests.outage_exact_steps", max_attempts=2)
     worker_factory(concurrency=1, burst=True)
-    wait_for(lambda: JobAttempt.objects.filter(job_id=job_id).count() == 1, timeout=30)
+    wait_for(lambda: JobAttempt.objects.filter(job_id=job_id).count() == 1)
     Job.objects.filter(pk=job_id).update(run_after=Job.objects.get(pk=job_id).created_at)
     worker_factory(concurrency=1, burst=True)
-    wait_for(lambda: Job.objects.get(pk=job_id).status == "failed", timeout=30)
+    wait_for(lambda: Job.objects.get(pk=job_id).status == "failed")
 
     retry_jobs([job_id], by="ops")
     worker_factory(concurrency=1, burst=True)
-    wait_for(lambda: JobAttempt.objects.filter(job_id=job_id).count() == 3, timeout=30)
+    wait_for(lambda: JobAttempt.objects.filter(job_id=job_id).count() == 3)
     job = Job.objects.get(pk=job_id)
     assert (job.status, job.attempts, job.max_attempts, job.retried_from) == ("ready", 3, 4, 2)
     failed_at = JobAttempt.objects.get(job_id=job_id, attempt=3).finished_at
@@ -65,7 +65,7 @@ def test_a_job_retried_by_an_operator_backs_off_from_its_first_step_again(worker
 
     Job.objects.filter(pk=job_id).update(run_after=job.created_at)
     worker_factory(concurrency=1, burst=True)
-    wait_for(lambda: Job.objects.get(pk=job_id).status == "failed", timeout=30)
+    wait_for(lambda: Job.objects.get(pk=job_id).status == "failed")
     [again] = retry_jobs([job_id])
     # as many attempts as the last round had (2), not twice the bound each time
     assert (again.attempts, again.max_attempts) == (4, 6)

@@ -23,7 +23,7 @@ from django_pqjobs.recurrence import ScheduleSpec, Timing, build_spec
 from django_pqjobs.registry import registry
 from django_pqjobs.schedules.scheduler import database_now, fire_due, trigger
 from django_pqjobs.schedules.sync import sync_schedules
-from tests.helpers import run_jobs, wait_for, wait_status
+from tests.helpers import bound, run_jobs, wait_for, wait_status
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -73,8 +73,8 @@ def test_three_worker_processes_enqueue_each_tick_exactly_once():
         every_second = {"next_run_at": start, "overlap": "allow"}
         cron = make_schedule("every-second-cron", cron="* * * * * *", **every_second)
         interval = make_schedule("every-second-interval", interval_seconds=1, **every_second)
-        wait_for(lambda: Job.objects.filter(schedule_id=cron.pk).count() >= 6, timeout=30)
-        wait_for(lambda: Job.objects.filter(schedule_id=interval.pk).count() >= 6, timeout=60)
+        wait_for(lambda: Job.objects.filter(schedule_id=cron.pk).count() >= 6)
+        wait_for(lambda: Job.objects.filter(schedule_id=interval.pk).count() >= 6)
         Schedule.objects.update(enabled=False)
         time.sleep(1.5)  # let any pass in flight finish
         assert all(p.poll() is None for p in procs), "a worker process died (see its log)"
@@ -98,7 +98,7 @@ def test_concurrent_scheduler_passes_fire_a_due_tick_once():
 
     def run() -> None:
         try:
-            barrier.wait(5)
+            barrier.wait(bound(5))
             results.extend(f.job_id for f in fire_due() if f.job_id is not None)
         finally:
             connections.close_all()
@@ -107,7 +107,7 @@ def test_concurrent_scheduler_passes_fire_a_due_tick_once():
     for t in threads:
         t.start()
     for t in threads:
-        t.join(10)
+        t.join(bound(10))
     assert len(results) == 1 and len(jobs_of(schedule)) == 1
     schedule.refresh_from_db()
     assert schedule.last_job_id == results[0]

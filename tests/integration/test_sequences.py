@@ -144,13 +144,13 @@ def test_the_order_holds_across_four_workers_and_many_enqueuers():
             connection.close()
 
     with run_jobs("--processes", "4", "--concurrency", "1"):
-        wait_for(lambda: WorkerRecord.objects.count() >= 4, timeout=60)
+        wait_for(lambda: WorkerRecord.objects.count() >= 4)
         threads = [threading.Thread(target=enqueue, args=(t,)) for t in range(8)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        wait_for(lambda: not Job.objects.exclude(status="done").exists(), timeout=60)
+        wait_for(lambda: not Job.objects.exclude(status="done").exists())
     by_key: dict[str, list[Job]] = {}
     for job in Job.objects.order_by("pk"):
         by_key.setdefault(job.sequence_key, []).append(job)

@@ -47,7 +47,7 @@ def history(job_id: int) -> list[tuple[int, str, str]]:
 def test_snoozes_never_charge_the_attempt(worker_factory, outcomes):
     worker_factory(concurrency=2)
     job_id = enqueue_job("tests.snooze_until", {"times": 3})  # max_attempts=1
-    job = wait_status(job_id, "done", timeout=60)
+    job = wait_status(job_id, "done")
     assert job.attempts == 1 and job.result == {"snoozed": 3, "attempts": 1}
     assert history(job_id) == [(1, "snoozed", "Snooze")] * 3
     assert JobAttempt.objects.filter(job_id=job_id).first().traceback == "not yet (0)"
@@ -63,7 +63,7 @@ def test_a_job_stops_snoozing_at_the_limit_and_fails_clearly(worker_factory, set
     settings.PQJOBS = {**settings.PQJOBS, "SNOOZE_LIMIT": 2}
     worker_factory()
     job_id = enqueue_job("tests.snooze_until", {"times": 1000})
-    job = wait_status(job_id, "failed", timeout=60)
+    job = wait_status(job_id, "failed")
     assert job.attempts == 1 and job.error_type == "SnoozeLimit"
     assert "snoozed 3 times in a row" in job.last_error
     assert "SNOOZE_LIMIT" in job.last_error
@@ -115,7 +115,7 @@ def test_a_reason_no_column_takes_as_it_is_is_stored_cleaned_and_capped():
 def test_a_child_process_snoozes_like_a_thread(worker_factory):
     worker_factory()
     job_id = enqueue_job("tests.iso_snooze_once")
-    job = wait_status(job_id, "done", timeout=30)
+    job = wait_status(job_id, "done")
     assert job.attempts == 1 and job.result["pid"] != os.getpid()
     assert history(job_id) == [(1, "snoozed", "Snooze")]
 

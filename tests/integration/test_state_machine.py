@@ -18,7 +18,7 @@ from django_pqjobs.worker import housekeeping
 from django_pqjobs.worker.claiming import claim_jobs
 from django_pqjobs.worker.heartbeats import WorkerIdentity, heartbeat
 
-from ..helpers import plan_of, planned_inside
+from ..helpers import bound, plan_of, planned_inside
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DB = "default"
@@ -77,7 +77,7 @@ def test_concurrent_claims_never_share_a_job():
     for t in threads:
         t.start()
     for t in threads:
-        t.join(30)
+        t.join(bound(30))
     assert sorted(claimed) == sorted(ids)
     assert len(claimed) == len(set(claimed))
 
@@ -443,7 +443,7 @@ def test_only_one_rescuer_at_a_time():
             )
         )
         t.start()
-        t.join(10)
+        t.join(bound(10))
     assert result == [None]
 
 

@@ -42,9 +42,9 @@ def test_two_processes_drain_a_burst_and_exit_0():
 def test_one_signal_stops_every_process_gracefully():
     ids = enqueue_many("tests.sleep", [{"seconds": 1.5, "report_start": True}] * 2)
     with run_jobs("--processes", "2") as supervisor:
-        wait_for(lambda: WorkerRecord.objects.count() == 2, timeout=30)
+        wait_for(lambda: WorkerRecord.objects.count() == 2)
         # both handlers started (a job claimed but not yet started is given back at once)
-        wait_for(lambda: Job.objects.filter(progress__isnull=False).count() == 2, timeout=30)
+        wait_for(lambda: Job.objects.filter(progress__isnull=False).count() == 2)
         children = list(WorkerRecord.objects.values_list("pid", flat=True))
         assert supervisor.pid not in children
         supervisor.signal(signal.SIGTERM)
@@ -59,13 +59,13 @@ def test_a_process_killed_is_started_again_and_its_job_rescued():
     with run_jobs(
         "--processes", "2", WORKER_STALE_TIMEOUT="2", WORKER_REAP_INTERVAL="0.5"
     ) as supervisor:
-        running = wait_status(job_id, "running", timeout=30)
-        wait_for(lambda: WorkerRecord.objects.count() == 2, timeout=30)
+        running = wait_status(job_id, "running")
+        wait_for(lambda: WorkerRecord.objects.count() == 2)
         holder = WorkerRecord.objects.get(pk=running.locked_by)
         first = set(WorkerRecord.objects.values_list("pk", flat=True))
         os.kill(holder.pid, signal.SIGKILL)
         # a new worker process takes its place (its record is a new worker id)
-        wait_for(lambda: set(WorkerRecord.objects.values_list("pk", flat=True)) - first, timeout=30)
+        wait_for(lambda: set(WorkerRecord.objects.values_list("pk", flat=True)) - first)
         assert "restarting it in 1 s" in supervisor.output()
         # the killed process's job is rescued and runs again
         wait_for(
@@ -77,7 +77,7 @@ def test_a_process_killed_is_started_again_and_its_job_rescued():
             timeout=30,
         )
         supervisor.signal(signal.SIGTERM)
-        wait_for(lambda: "stopping 2 worker processes" in supervisor.output(), timeout=60)
+        wait_for(lambda: "stopping 2 worker processes" in supervisor.output())
         supervisor.signal(signal.SIGTERM)  # the second: the processes exit at once
         assert supervisor.wait(120) == 1  # and say so
 
@@ -86,12 +86,12 @@ def test_a_process_killed_is_started_again_and_its_job_rescued():
 def test_the_processes_stop_by_themselves_when_the_supervisor_is_killed():
     ids = enqueue_many("tests.sleep", [{"seconds": 30, "report_start": True}] * 2)
     with run_jobs("--processes", "2", "--shutdown-timeout", "1s") as supervisor:
-        wait_for(lambda: Job.objects.filter(progress__isnull=False).count() == 2, timeout=30)
+        wait_for(lambda: Job.objects.filter(progress__isnull=False).count() == 2)
         children = list(WorkerRecord.objects.values_list("pid", flat=True))
         supervisor.signal(signal.SIGKILL)
         supervisor.wait(10)
         # each notices within a second, then gives its job back after its 1 s grace period
-        wait_for(lambda: not any(alive(pid) for pid in children), timeout=60)
+        wait_for(lambda: not any(alive(pid) for pid in children))
         assert "the supervisor (pid" in supervisor.output()
     jobs = Job.objects.filter(pk__in=ids)
     assert {(job.status, job.attempts) for job in jobs} == {("ready", 0)}

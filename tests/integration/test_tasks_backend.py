@@ -27,6 +27,7 @@ from django_pqjobs.models import Job, JobAttempt
 from django_pqjobs.tasks import PQJobsBackend, TaskArgumentsError
 from django_pqjobs.worker.claiming import claim_jobs
 from django_pqjobs.worker.housekeeping import expire_overdue
+from tests.helpers import bound
 from tests.testapp.models import Effect
 
 from .tasks_apps import framework
@@ -543,7 +544,7 @@ def test_manage_py_check_reports_the_backend_without_django_pqjobs_installed():
         env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings_tasks_without_app"},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=bound(60),
     )
     assert run.returncode == 1, run.stdout + run.stderr
     assert "pqjobs.E080" in run.stderr
@@ -570,6 +571,6 @@ def test_django_pqjobs_without_tasks_imports_neither_framework():
         env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=bound(60),
     )
     assert run.returncode == 0, run.stdout + run.stderr

@@ -159,7 +159,7 @@ def test_framework_signals_are_sent_in_the_worker(tasks: ModuleType):
     ok = tasks.signalled.enqueue(5)
     retried = tasks.fails_first_attempt.enqueue()
     with run_jobs("-c", "1") as worker:
-        wait_for(lambda: finished(ok, retried), timeout=30)
+        wait_for(lambda: finished(ok, retried))
         stop(worker)
     recorded = dict(Effect.objects.values_list("key", "worker"))
     module = f"{tasks.FAMILY}.base"
@@ -178,9 +178,9 @@ def test_framework_signals_are_sent_in_the_worker(tasks: ModuleType):
 def test_cancelling_a_running_isolated_task_kills_it(tasks: ModuleType, worker_factory):
     result = tasks.sleeps_in_process.enqueue(60)
     worker_factory(heartbeat_interval=0.2)  # a cancel request is seen at the next heartbeat
-    wait_for(lambda: Job.objects.get(pk=int(result.id)).heartbeat_at is not None, timeout=60)
+    wait_for(lambda: Job.objects.get(pk=int(result.id)).heartbeat_at is not None)
     assert cancel_job(int(result.id)) == "cancel_requested"
-    wait_status(int(result.id), "cancelled", timeout=60)
+    wait_status(int(result.id), "cancelled")
     fetched = tasks.sleeps_in_process.get_result(result.id)
     assert str(fetched.status) == "FAILED"
     assert [e.exception_class_path for e in fetched.errors] == ["django_pqjobs.errors.JobCancelled"]

@@ -11,7 +11,7 @@ from django.db import connection, transaction
 
 from django_pqjobs import enqueue_job, enqueue_on_commit, testing
 from django_pqjobs.models import Job
-from tests.helpers import ROOT, wait_status
+from tests.helpers import ROOT, bound, wait_status
 from tests.testapp.models import Counter, Effect
 
 
@@ -150,7 +150,7 @@ def test_the_example_projects_tests_use_the_pytest_plugin(tmp_path):
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=bound(300),
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert " passed" in result.stdout and "failed" not in result.stdout
@@ -196,5 +196,5 @@ def test_drain_and_a_worker_leave_the_same_rows_and_history(
     worked = [enqueue_job(job_type, payload) for job_type, payload in SAME_JOBS]
     worker_factory(concurrency=2)
     for job_id in worked:
-        wait_status(job_id, "done", "failed", timeout=30)
+        wait_status(job_id, "done", "failed")
     assert _rows_and_history(worked) == by_drain

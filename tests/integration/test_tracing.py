@@ -46,7 +46,7 @@ def test_the_request_trace_reaches_every_attempt_and_chained_jobs(spans, client,
 
     Job.objects.filter(pk=job_id).update(payload={"name": "traced", "fail_times": 1})
     worker_factory(concurrency=2)
-    wait_status(job_id, "done", timeout=60)
+    wait_status(job_id, "done")
     summary = Job.objects.get(parent_id=job_id)
     wait_status(summary.pk, "done")
     wait_for(lambda: len(by_name(spans, "run summarize")) == 1)

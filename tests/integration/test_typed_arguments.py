@@ -22,7 +22,7 @@ from django_pqjobs.arguments import Arguments
 from django_pqjobs.models import Job
 from django_pqjobs.registry import registry
 from django_pqjobs.testing import drain
-from tests.helpers import ROOT, documented_block
+from tests.helpers import ROOT, bound, documented_block
 from tests.testapp.jobs import Colour, Line, Receipt
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -240,7 +240,7 @@ def test_a_type_checker_sees_the_arguments_where_a_typed_job_is_enqueued(tmp_pat
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=bound(280),
     )
     errors = [
         line.split(": error: ", 1)[1] for line in done.stdout.splitlines() if ": error: " in line

@@ -30,7 +30,7 @@ from django_pqjobs.models import Job
 from django_pqjobs.registry import registry
 from django_pqjobs.tasks.options import task_options
 from django_pqjobs.testing import drain
-from tests.helpers import ROOT, run_jobs, wait_for
+from tests.helpers import ROOT, bound, run_jobs, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -277,7 +277,7 @@ def storm(seconds: float, **options: object) -> list[Exception]:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(seconds + 30)
+        thread.join(seconds + bound(30))
     return errors
 
 
@@ -293,7 +293,7 @@ def storm(seconds: float, **options: object) -> list[Exception]:
 def test_eight_enqueuers_and_four_workers_make_one_job_per_key_and_window(options):
     with run_jobs("--concurrency", "4"):
         errors = storm(2.5, **options)
-        wait_for(lambda: not Job.objects.exclude(status="done").exists(), timeout=30)
+        wait_for(lambda: not Job.objects.exclude(status="done").exists())
     assert errors == []
     rows = list(Job.objects.values_list("dedupe_key", "unique_until", "status"))
     per_window = Counter((key, until) for key, until, _ in rows)

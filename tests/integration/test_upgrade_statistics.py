@@ -20,7 +20,7 @@ import pytest
 from django.db import connection
 
 from django_pqjobs.transitions import history
-from tests.helpers import ROOT
+from tests.helpers import ROOT, bound
 
 ROWS = 100_000
 
@@ -44,7 +44,7 @@ def _migrate(database: str, target: str | None = None) -> None:
         env={**os.environ, "PQJOBS_TEST_DATABASE": database},
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=bound(600),
     )
     assert done.returncode == 0, done.stdout + done.stderr
 

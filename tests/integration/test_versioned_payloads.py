@@ -13,6 +13,7 @@ from django.db import DataError, connection
 from django_pqjobs import InvalidJobOption, batch, enqueue_job, enqueue_many, job, wait_for
 from django_pqjobs.models import Job, JobAttempt
 from django_pqjobs.testing import drain
+from tests.helpers import bound
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,7 +47,7 @@ def test_payloads_of_every_older_version_are_upgraded_and_run():
     assert stored == {v1: None, v2: 2, v3: 3}
     runs = {run.job_id: run.outcome for run in drain()}
     assert runs == {v1: "done", v2: "done", v3: "done"}
-    assert [wait_for(n, timeout=60) for n in (v1, v2, v3)] == [EXPECTED] * 3
+    assert [wait_for(n, timeout=bound()) for n in (v1, v2, v3)] == [EXPECTED] * 3
     # the stored payload is left as it was written: an upgrade is made in the worker only
     assert Job.objects.get(pk=v1).payload == {"name": "Ada Lovelace", "zip": "N1 9GU"}
 
@@ -62,7 +63,7 @@ def test_every_way_in_writes_the_types_version():
     assert versions[member] is versions[plain] is None  # a type without a version writes none
     drain()
     callback = Job.objects.get(callback_of_id=opened.id)
-    assert callback.payload_version == 3 and wait_for(callback.id, timeout=60) == EXPECTED
+    assert callback.payload_version == 3 and wait_for(callback.id, timeout=bound()) == EXPECTED
 
 
 def test_a_payload_from_a_newer_deploy_waits_for_a_newer_worker():
@@ -145,6 +146,10 @@ def test_the_guides_example_runs_as_written():
         old = sql_enqueue("shop.ship", {"name": "Ada Lovelace", "zip": "N1 9GU"})
         new = namespace["ship"].enqueue(namespace["Shipment"]("Ada", "Lovelace", "N1 9GU"))
         drain()
-        assert wait_for(old, timeout=60) == wait_for(new, timeout=60) == "Ada Lovelace, N1 9GU"
+        assert (
+            wait_for(old, timeout=bound())
+            == wait_for(new, timeout=bound())
+            == "Ada Lovelace, N1 9GU"
+        )
     finally:
         registry.unregister("shop.ship")

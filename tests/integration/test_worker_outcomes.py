@@ -164,7 +164,7 @@ def test_priority_order_with_one_executor(worker_factory):
 def test_timeout_interrupts_a_busy_python_loop(worker_factory):
     worker_factory()
     job_id = enqueue_job("tests.busy", max_attempts=1)
-    job = wait_status(job_id, "failed", timeout=60)
+    job = wait_status(job_id, "failed")
     assert job.error_type == "JobTimeout"
     assert JobAttempt.objects.get(job_id=job_id).outcome == "timeout"
     assert 400 <= job.duration_ms < 3000
@@ -173,7 +173,7 @@ def test_timeout_interrupts_a_busy_python_loop(worker_factory):
 def test_timeout_is_not_swallowed_by_except_exception(worker_factory):
     worker_factory()
     job_id = enqueue_job("tests.swallow_exceptions", max_attempts=1)
-    assert wait_status(job_id, "failed", timeout=60).error_type == "JobTimeout"
+    assert wait_status(job_id, "failed").error_type == "JobTimeout"
 
 
 def test_timeout_of_sleeping_job_is_retryable(worker_factory):
@@ -205,11 +205,11 @@ def test_thread_blocked_in_c_is_abandoned_replaced_and_its_late_return_fenced(
         "tests.sleep", {"seconds": 3, "blocking": True}, timeout=0.3, max_attempts=1
     )
     # the abandoned attempt is recorded as timed out after TIMEOUT_GRACE (1 s in tests)
-    job = wait_status(stuck, "failed", timeout=60)
+    job = wait_status(stuck, "failed")
     assert job.error_type == "JobTimeout" and "abandoned" in job.last_error
     # capacity is kept: a replacement executor runs the next job while the stuck one sleeps
     nxt = enqueue_job("tests.echo")
-    wait_status(nxt, "done", timeout=60)
+    wait_status(nxt, "done")
     assert len(worker._executors) == 2
     # when the stuck thread finally returns, its late outcome is fenced off
     wait_for(
@@ -238,7 +238,7 @@ def test_cooperative_cancel_of_running_job(worker_factory):
     job_id = enqueue_job("tests.cooperative_cancel")
     wait_status(job_id, "running")
     assert cancel_job(job_id) == "cancel_requested"
-    job = wait_status(job_id, "cancelled", timeout=60)
+    job = wait_status(job_id, "cancelled")
     assert job.finished_at is not None
     assert JobAttempt.objects.get(job_id=job_id).outcome == "cancelled"
 
@@ -277,7 +277,7 @@ def test_listen_notify_wakes_an_idle_worker(worker_factory):
     worker_factory(poll_intervals=make_delays([60], "POLL_INTERVALS"))
     time.sleep(0.5)  # the worker is now inside its 60 s idle wait
     job_id = enqueue_job("tests.noop")
-    job = wait_status(job_id, "done", timeout=60)
+    job = wait_status(job_id, "done")
     # claimed long before the poll would have looked (ms on a quiet machine, seconds loaded)
     assert (job.locked_at - job.created_at).total_seconds() < 30
 
@@ -366,7 +366,7 @@ def test_a_job_types_finish_callback_gets_its_own_attempts_and_may_raise(worker_
 def test_a_connection_that_dies_under_the_handler_does_not_cost_an_attempt(worker_factory):
     worker_factory(concurrency=2)
     job_id = enqueue_job("tests.lose_connection", {"lose": 2})  # max_attempts=1
-    job = wait_status(job_id, "done", timeout=60)
+    job = wait_status(job_id, "done")
     assert job.result == {"runs": 3} and job.attempts == 1 and job.max_attempts == 1
     history = list(
         JobAttempt.objects.filter(job_id=job_id).values_list("attempt", "outcome", "error_type")
@@ -379,7 +379,7 @@ def test_a_connection_that_dies_under_the_handler_does_not_cost_an_attempt(worke
 def test_a_handler_that_always_breaks_its_connection_is_charged_the_third_time(worker_factory):
     worker_factory()
     job_id = enqueue_job("tests.lose_connection", {"lose": 99})
-    job = wait_status(job_id, "failed", timeout=60)
+    job = wait_status(job_id, "failed")
     assert job.attempts == 1 and job.error_type == "DatabaseConnectionLost"
     assert list(JobAttempt.objects.filter(job_id=job_id).values_list("outcome", flat=True)) == [
         "released",
@@ -393,7 +393,7 @@ def test_the_limit_of_uncharged_connection_losses_is_a_setting(worker_factory, s
     settings.PQJOBS = {**settings.PQJOBS, "CONNECTION_LOSS_LIMIT": 1}
     worker_factory()
     job_id = enqueue_job("tests.lose_connection", {"lose": 1})
-    assert wait_status(job_id, "failed", timeout=60).error_type == "DatabaseConnectionLost"
+    assert wait_status(job_id, "failed").error_type == "DatabaseConnectionLost"
     assert list(JobAttempt.objects.filter(job_id=job_id).values_list("outcome", flat=True)) == [
         "error"
     ]
@@ -408,7 +408,7 @@ def test_a_retry_delay_past_a_century_fails_the_attempt_clearly(worker_factory):
     for attempt in (1, 2):
         wait_for(lambda n=attempt: JobAttempt.objects.filter(job_id=job_id).count() == n)
         worker._wake.set()
-    job = wait_status(job_id, "failed", timeout=60)
+    job = wait_status(job_id, "failed")
     assert job.attempts == 3 and job.error_type == "ValueError"
     assert "Retry(delay=...) must be at most 100 years" in job.last_error
     assert JobAttempt.objects.filter(job_id=job_id, outcome="error").count() == 3

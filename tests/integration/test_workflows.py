@@ -22,7 +22,7 @@ from django_pqjobs import (
 from django_pqjobs import transitions as _transitions
 from django_pqjobs.models import Job, JobAttempt, Signal, Step
 from django_pqjobs.testing import drain
-from tests.helpers import run_jobs
+from tests.helpers import bound, run_jobs
 from tests.helpers import wait_for as wait_until
 from tests.testapp.models import Counter
 
@@ -59,7 +59,11 @@ def test_a_workflow_runs_each_step_once_through_a_sleep_and_a_signal():
     (run,) = drain()
     assert run.outcome == "done"
     assert counts("o1") == {"charge": 1, "provision": 1, "email": 1}
-    assert wait_for(job_id, timeout=60) == {"charged": 1, "reply": {"by": "customer"}, "emailed": 1}
+    assert wait_for(job_id, timeout=bound()) == {
+        "charged": 1,
+        "reply": {"by": "customer"},
+        "emailed": 1,
+    }
     kinds = list(Step.objects.filter(job_id=job_id).values_list("name", "kind"))
     assert kinds == [
         ("charge", "step"),
@@ -78,7 +82,7 @@ def test_a_signal_sent_before_the_wait_is_kept():
     assert send_signal(job_id, "confirmed", "early") is True
     runs = drain(run_delayed=True)
     assert [r.outcome for r in runs] == ["parked", "done"]  # the sleep of 0 s parks once
-    assert wait_for(job_id, timeout=60)["reply"] == "early"
+    assert wait_for(job_id, timeout=bound())["reply"] == "early"
 
 
 def test_a_rolled_back_signal_was_never_sent_and_a_second_one_changes_nothing():
@@ -96,7 +100,7 @@ def test_a_rolled_back_signal_was_never_sent_and_a_second_one_changes_nothing():
     assert send_signal(job_id, "confirmed", "first") is True
     assert send_signal(job_id, "confirmed", "second") is False
     drain()
-    assert wait_for(job_id, timeout=60)["reply"] == "first"
+    assert wait_for(job_id, timeout=bound())["reply"] == "first"
     assert send_signal(job_id, "confirmed", "after the end") is False  # already had it
 
 
@@ -106,7 +110,7 @@ def test_a_wait_times_out_in_the_handler_and_stays_timed_out():
     assert run.outcome == "parked"
     time.sleep(0.4)
     (run,) = drain()  # woken by its timeout
-    assert run.outcome == "done" and wait_for(job_id, timeout=60) == "timed out"
+    assert run.outcome == "done" and wait_for(job_id, timeout=bound()) == "timed out"
     # a signal after the timeout is kept but changes no result
     assert send_signal(job_id, "answer", 42) is True
     assert drain() == []
@@ -117,7 +121,7 @@ def test_a_signal_that_comes_in_time_is_returned():
     drain()
     send_signal(job_id, "answer", [1, 2])
     drain()
-    assert wait_for(job_id, timeout=60) == "got [1, 2]"
+    assert wait_for(job_id, timeout=bound()) == "got [1, 2]"
 
 
 def test_an_operator_ends_a_wait_early():
@@ -130,7 +134,7 @@ def test_an_operator_ends_a_wait_early():
         assert _transitions.end_wait(cursor, waiter) is None  # not parked any more
     runs = {r.job_id: r.outcome for r in drain()}
     assert runs == {sleeper: "parked", waiter: "done"}  # the sleeper now waits for its signal
-    assert wait_for(waiter, timeout=60) == "timed out"
+    assert wait_for(waiter, timeout=bound()) == "timed out"
     assert Step.objects.get(job_id=sleeper, name="cool-off").finished_at is not None
 
 
@@ -181,9 +185,9 @@ def test_kill_9_after_each_step_runs_every_step_once(die_after):
     with run_jobs("-c", "2", "--worker-id", "doomed", **FAST_RESCUE) as doomed:
         assert doomed.wait(60) == -signal.SIGKILL  # the handler killed its worker
     with run_jobs("-c", "2", "--worker-id", "rescuer", **FAST_RESCUE):
-        wait_until(lambda: Job.objects.get(pk=job_id).status == "done", timeout=60)
+        wait_until(lambda: Job.objects.get(pk=job_id).status == "done")
     assert counts(order) == {"charge": 1, "provision": 1, "email": 1}
-    assert wait_for(job_id, timeout=60) == {"charged": 1, "reply": "yes", "emailed": 1}
+    assert wait_for(job_id, timeout=bound()) == {"charged": 1, "reply": "yes", "emailed": 1}
 
 
 @pytest.mark.slow
@@ -191,12 +195,12 @@ def test_a_sleep_holds_no_worker_and_resumes_across_a_restart():
     job_id = enqueue_job("tests.workflow", {"order": "r1", "sleep": 3})
     send_signal(job_id, "confirmed", "ok")
     with run_jobs("-c", "2") as worker:
-        wait_until(lambda: Job.objects.get(pk=job_id).status == "waiting", timeout=30)
+        wait_until(lambda: Job.objects.get(pk=job_id).status == "waiting")
         assert not Job.objects.filter(status="running").exists()  # parked: no worker held
     assert counts("r1") == {"charge": 1, "provision": 1}
     time.sleep(3)
     with run_jobs("-c", "2"):
-        wait_until(lambda: Job.objects.get(pk=job_id).status == "done", timeout=30)
+        wait_until(lambda: Job.objects.get(pk=job_id).status == "done")
     assert counts("r1") == {"charge": 1, "provision": 1, "email": 1}
     assert worker.process.returncode is not None
 
@@ -219,12 +223,12 @@ def test_a_thousand_parked_workflows_woken_by_a_thousand_signals():
             connection.close()
 
     with run_jobs("-c", "4", "-v", "0"):
-        wait_until(lambda: Job.objects.filter(status="waiting").count() > total // 10, timeout=60)
+        wait_until(lambda: Job.objects.filter(status="waiting").count() > total // 10)
         threads = [threading.Thread(target=send, args=(ids[k::4],)) for k in range(4)]
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join(120)
+            thread.join(bound(120))
         wait_until(lambda: Job.objects.filter(status="done").count() == total, timeout=120)
     assert errors == []
     results = dict(Job.objects.values_list("id", "result"))
@@ -235,14 +239,14 @@ def test_a_thousand_parked_workflows_woken_by_a_thousand_signals():
 def test_steps_and_sleeps_in_a_child_process():
     job_id = enqueue_job("tests.workflow_isolated")
     with run_jobs("-c", "1"):
-        wait_until(lambda: Job.objects.get(pk=job_id).status == "waiting", timeout=30)
+        wait_until(lambda: Job.objects.get(pk=job_id).status == "waiting")
     Job.objects.filter(pk=job_id).update(run_after=Job.objects.get(pk=job_id).created_at)
     Step.objects.filter(job_id=job_id, name="nap").update(
         wake_at=Job.objects.get(pk=job_id).created_at
     )
     with run_jobs("-c", "1"):
-        wait_until(lambda: Job.objects.get(pk=job_id).status == "done", timeout=30)
-    assert wait_for(job_id, timeout=60) == {"first": 1}
+        wait_until(lambda: Job.objects.get(pk=job_id).status == "done")
+    assert wait_for(job_id, timeout=bound()) == {"first": 1}
     assert Counter.objects.get(name=f"iso-wf:{job_id}").value == 1
 
 
@@ -280,7 +284,7 @@ def test_the_job_page_shows_the_steps_and_the_wait_and_acts_on_it():
     )
     assert sent.status_code == 302 and Job.objects.get(pk=job_id).status == "ready"
     drain()
-    assert wait_for(job_id, timeout=60)["reply"] == {"ok": True}
+    assert wait_for(job_id, timeout=bound())["reply"] == {"ok": True}
     actions = list(OperatorAction.objects.order_by("id").values_list("action", "actor", "detail"))
     assert actions == [
         ("end_wait", "operator", "waiting → ready; ended: sleep 'cool-off'"),
@@ -343,7 +347,7 @@ def test_the_guides_order_workflow_runs_as_written():
         assert [r.outcome for r in drain()] == ["parked", "parked"]  # both wait for delivery
         send_signal(confirmed, "delivered", {"confirmed": True})
         drain()
-        assert wait_for(confirmed, timeout=60) == {
+        assert wait_for(confirmed, timeout=bound()) == {
             "charge": "ch_1",
             "tracking": "TRACK-1",
             "confirmed": True,
@@ -354,7 +358,7 @@ def test_the_guides_order_workflow_runs_as_written():
         assert operations.end_waits([forgotten]) == [forgotten]
         assert [r.outcome for r in drain()] == ["parked"]  # reminded, now the grace sleep
         drain(run_delayed=True)
-        assert wait_for(forgotten, timeout=60)["confirmed"] is False
+        assert wait_for(forgotten, timeout=bound())["confirmed"] is False
         assert sent == [
             "charge 1",
             "ship 1",
@@ -386,7 +390,7 @@ def test_child_jobs_are_enqueued_once_and_awaited_parked():
     doomed = Job.objects.get(parent_id=parent, job_type="tests.permanent")
     assert doomed.last_error.startswith("Traceback (most recent call last)")
     # the parent is told the child's error and id, not its whole traceback
-    assert wait_for(parent, timeout=60) == {
+    assert wait_for(parent, timeout=bound()) == {
         "echoed": {"echo": {"n": 21}, "attempt": 1, "worker": "pqjobs-testing"},
         "failed": {
             "type": "PermanentError",

@@ -15,6 +15,7 @@ from django_pqjobs.transitions import Fence
 from django_pqjobs.verdicts import Verdict
 from django_pqjobs.worker.completer import HOLD_MAX_AGE, START_MARK_DELAY, Completer
 from django_pqjobs.worker.slots import Slot
+from tests.helpers import bound
 
 
 class FakeRecorder:
@@ -59,7 +60,7 @@ def running() -> Any:
     yield start
     for completer in started:
         completer.stop()
-        completer.join(5)
+        completer.join(bound(5))
 
 
 def test_successes_are_held_in_stream_mode_and_written_together(running):
@@ -69,7 +70,7 @@ def test_successes_are_held_in_stream_mode_and_written_together(running):
     for n in range(3):
         completer.submit(slot(n), Verdict())
     assert completer.held == 3 and len(held) == 3  # the worker counts them as free capacity
-    assert recorder.wrote.wait(2)
+    assert recorder.wrote.wait(bound(2))
     assert time.monotonic() - began >= HOLD_MAX_AGE * 0.9
     assert [[s.fence.job_id for s, _ in items] for items in recorder.writes] == [[0, 1, 2]]
     assert completer.held == 0
@@ -115,7 +116,7 @@ def test_stopping_writes_what_is_held():
     completer.start()
     completer.submit(slot(7), Verdict())
     completer.stop()
-    completer.join(5)
+    completer.join(bound(5))
     assert not completer.is_alive()
     assert [s.fence.job_id for items in recorder.writes for s, _ in items] == [7]
 

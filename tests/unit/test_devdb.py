@@ -13,6 +13,8 @@ from types import ModuleType
 import pytest
 from django.conf import settings
 
+from tests.helpers import bound
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -174,4 +176,4 @@ def test_a_running_server_is_recognised_by_its_command_line(devdb, tmp_path, mon
         assert devdb.running_postmaster().listen_address == ""
     finally:
         sleeper.kill()
-        sleeper.wait(5)
+        sleeper.wait(bound(5))

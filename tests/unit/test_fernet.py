@@ -15,6 +15,7 @@ from cryptography.fernet import Fernet, MultiFernet
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from django_pqjobs.fernet import InvalidToken, Opener
+from tests.helpers import bound
 
 KEYS = [Fernet.generate_key().decode() for _ in range(3)]
 
@@ -98,7 +99,7 @@ def test_threads_open_at_once_without_mixing_their_blocks():
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(30)
+        thread.join(bound(30))
     assert wrong == []
 
 

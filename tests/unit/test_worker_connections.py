@@ -20,6 +20,7 @@ from django_pqjobs.transitions import Fence
 from django_pqjobs.worker import db, executor, listener
 from django_pqjobs.worker.executor import LOOK_AFTER_IDLE, Executor
 from django_pqjobs.worker.slots import Slot
+from tests.helpers import bound
 
 
 @dataclass
@@ -162,7 +163,7 @@ def test_the_listener_says_lost_only_of_a_connection_it_had(monkeypatch, caplog)
             time.sleep(0.05)
     finally:
         heard.stop()
-        heard.join(5)
+        heard.join(bound(5))
     assert [record.getMessage() for record in caplog.records[:2]] == [
         "LISTEN connection could not be opened; reconnecting in 1.0 s",
         "LISTEN connection lost; reconnecting in 1.0 s",

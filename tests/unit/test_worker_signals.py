@@ -6,6 +6,7 @@ import signal
 import threading
 
 from django_pqjobs.worker.worker import Worker
+from tests.helpers import bound
 
 
 def test_sigterm_during_a_wait_on_the_stop_event_does_not_deadlock():
@@ -24,6 +25,6 @@ def test_sigterm_during_a_wait_on_the_stop_event_does_not_deadlock():
     with worker._stopping._cond:
         handler = threading.Thread(target=deliver, daemon=True)
         handler.start()
-        assert handled.wait(2), "the signal handler blocked on the stop event's lock"
+        assert handled.wait(bound(2)), "the signal handler blocked on the stop event's lock"
     # once the interrupted frame goes on (and lets go of the lock), the worker stops
-    assert worker._stopping.wait(2)
+    assert worker._stopping.wait(bound(2))
