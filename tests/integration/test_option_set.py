@@ -338,6 +338,15 @@ def test_pqjobs_job_refuses_a_field_the_job_row_lacks():
         )
 
 
+def test_pqjobs_job_names_the_type_of_a_spec_that_is_no_object_never_its_text():
+    """A spec that is not a JSON object may still hold a payload: the error says what type
+    it is and none of its text."""
+    with connection.cursor() as cursor:
+        with pytest.raises(DataError, match=r"JSON object, got a JSON array") as refused:
+            cursor.execute("SELECT pqjobs_job(%s::jsonb)", ['[{"card": "4111-secret"}]'])
+        assert "secret" not in str(refused.value)
+
+
 def test_mypy_refuses_a_misspelt_option_in_typed_code(tmp_path):
     snippet = tmp_path / "uses_pqjobs.py"
     snippet.write_text(

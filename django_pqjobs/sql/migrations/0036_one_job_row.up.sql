@@ -59,8 +59,9 @@ DECLARE
     unknown text;
 BEGIN
     IF jsonb_typeof(p_spec) IS DISTINCT FROM 'object' THEN
+        -- (its type, never its text: the value may hold a payload's secrets)
         RAISE EXCEPTION 'pqjobs_job: a job spec is a JSON object, got %',
-            quote_nullable(left(p_spec::text, 120))
+            COALESCE('a JSON ' || jsonb_typeof(p_spec), 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     spec := jsonb_populate_record(NULL:::"schema".pqjobs_job_spec, p_spec);
