@@ -232,19 +232,19 @@ def test_drain_runs_fair_jobs_in_turns():
     assert max(ran.index(job_id) for job_id in small) < 8
 
 
-def test_a_small_tenant_finishes_before_the_large_tenants_200th_job_under_four_workers():
+def test_a_small_tenant_is_claimed_before_the_large_tenants_200th_job_under_four_workers():
     """The documented bound (docs/guides/fair-claiming.md): 20 jobs of a tenant enqueued
-    behind 20,000 of another all finish before the large tenant's 200th, with a real worker
-    of 4 threads."""
+    behind 20,000 of another are all claimed before the large tenant's 200th, by a real
+    worker of 4 threads. Claims, not finishes: jobs of one claim share its ``locked_at``,
+    and when each one's handler ends is up to the threads (on a busy machine a thread
+    running a small job can wait while the other three finish a few hundred)."""
     enqueue_many("tests.fair_noop", tenants("big", 20_000))
     enqueue_many("tests.fair_noop", tenants("small", 20))
     small = Job.objects.filter(fair_key="tenant:small")
     with run_jobs("--concurrency", "4"):
         wait_for(lambda: not small.exclude(status="done").exists())
-    last_small = max(small.values_list("finished_at", flat=True))
-    big_before = Job.objects.filter(
-        fair_key="tenant:big", status="done", finished_at__lt=last_small
-    ).count()
+    last_small = max(small.values_list("locked_at", flat=True))
+    big_before = Job.objects.filter(fair_key="tenant:big", locked_at__lt=last_small).count()
     assert big_before < 200, big_before
 
 
