@@ -18,7 +18,6 @@ from benchmarks.harness import raw_connection, setup_django
 
 CLAIM = "SELECT * FROM pqjobs_claim(%s, %s::integer, NULL::text[], NULL::integer)"
 COMPLETE = "SELECT pqjobs_complete(%s, %s::jsonb)"
-ID, ATTEMPT, TID = 0, 5, 35  # positions of id, attempts and row_tid in pqjobs_claim()'s rows
 
 
 def main() -> None:
@@ -36,6 +35,9 @@ def main() -> None:
         while not stopping:
             time.sleep(period - (time.time() - offset) % period)
             rows = cursor.execute(CLAIM, [worker, 500]).fetchall()
+            # the columns by the names the claim gives them (pqjobs_claim()'s RETURNS TABLE)
+            names = [column.name for column in cursor.description or ()]
+            ID, ATTEMPT, TID = names.index("id"), names.index("attempts"), names.index("row_tid")
             rows = [row for row in rows if row[ID] is not None]  # (the held-count row)
             if not rows:
                 continue
